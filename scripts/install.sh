@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs mqe-deploy into a virtual environment. Used by CI (.ci/run) and by the Docker
+# images, so that CI exercises the same install path users get.
+#   bash scripts/install.sh [VENV_DIR] [EXTRAS]
+#   VENV_DIR defaults to .venv; EXTRAS (comma separated) defaults to all,dev.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv="${1:-.venv}"
+extras="${2:-all,dev}"
+
+# System libraries for headless MuJoCo rendering (simulation twin); only where we may install them.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  missing=""
+  for pkg in libosmesa6 libegl1 libgl1; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing="$missing $pkg"
+  done
+  if [ -n "$missing" ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  fi
+fi
+
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -m pip install -q --upgrade pip
+"$venv/bin/python" -m pip install -q -e ".[${extras}]"
+echo "installed mqe-deploy[${extras}] into ${venv}"
