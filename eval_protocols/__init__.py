@@ -1,0 +1,1 @@
+"""Evaluation protocols: task definitions, scoring sheets, statistics and reports (no JAX)."""
