@@ -1,0 +1,343 @@
+"""Multistep Quasimetric Estimation (MQE): the whole agent in one file.
+
+Critic: phi(s, a) and psi(g) map into R^{N*M}; d((s, a), g) = MRN(phi(s, a), psi(g)), two ensemble
+heads. It is trained with the multistep LINEX backup over the whole B x B batch (state-action i,
+goal j) towards the waypoint distance discounted by gamma^{k'}, plus the action-invariance loss
+that pulls psi(s) onto phi(s, a) for the dataset's own actions.
+Actor: a goal-conditioned Gaussian with constant std, trained with DDPG+BC against
+q = -min_heads d(phi(s, pi(s, g)), psi(g)), normalised by the batch's mean |q|.
+One Adam step on critic + actor per update; no target networks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import flax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from mqe_model.networks.encoders import make_encoder
+from mqe_model.networks.mlp import MLP, GaussianActorHead, ensemble, gaussian_log_prob
+from mqe_model.quasimetric import mrn_distance, mrn_pairwise, mrn_pairwise_naive
+
+Batch = dict[str, jax.Array]
+
+
+@dataclasses.dataclass(frozen=True)
+class MQEConfig:
+    """Hyperparameters of the MQE agent; presets come from `get_config(name)`."""
+
+    name: str = "ogbench_state"  # preset this config came from
+    lr: float = 3e-4  # Adam learning rate for critic and actor
+    batch_size: int = 256  # samples per update; the backup uses all B x B pairs
+    latent_dim: int = 512  # size of phi(s, a) and psi(g), split into MRN components
+    critic_hidden_dims: Sequence[int] = (512, 512, 512)  # phi and psi MLP widths
+    actor_hidden_dims: Sequence[int] = (512, 512, 512)  # policy MLP widths
+    layer_norm: bool = True  # LayerNorm after each hidden GELU
+    num_components: int = 8  # MRN components N
+    num_heads: int = 2  # critic ensemble heads; q takes the minimum distance over them
+    gamma: float = 0.995  # discount: goals are Geom(1 - gamma) steps ahead; d is in units of -log(gamma) per step
+    lam: float = 0.95  # waypoint discount lambda: waypoints are Geom(1 - lambda) steps ahead
+    p_next: float = 0.2  # probability that the waypoint is the next state (k' = 1)
+    alpha: float = 1.0  # behaviour-cloning weight of the actor loss
+    zeta: float = 1.0  # weight of the action-invariance loss
+    linex_clip: float = 5.0  # above this delta the LINEX backup uses its linear branch
+    diag_weight: float = 0.5  # weight of the positive (diagonal) pairs in the backup mean
+    actor_std: float = 1.0  # constant standard deviation of the Gaussian policy
+    encoder: str | None = None  # image encoder ('impala_small', 'resnet34', ...) or None for states
+    pairwise: str = "fused"  # all-pairs MRN: 'fused' (memory-lean) or 'naive' (broadcast)
+
+    def __post_init__(self) -> None:
+        if self.latent_dim % (2 * self.num_components):
+            raise ValueError(
+                f"latent_dim {self.latent_dim} must be divisible by 2 * num_components "
+                f"({2 * self.num_components}); change one of them"
+            )
+        if not (0 < self.gamma < 1 and 0 < self.lam < 1 and 0 <= self.p_next <= 1):
+            raise ValueError("need 0 < gamma < 1, 0 < lam < 1 and 0 <= p_next <= 1")
+        if self.pairwise not in ("fused", "naive"):
+            raise ValueError(f"pairwise must be 'fused' or 'naive', got {self.pairwise!r}")
+        if self.batch_size < 2:
+            raise ValueError("batch_size must be >= 2: the backup contrasts pairs within a batch")
+
+    @property
+    def step_scale(self) -> float:
+        """Distance per environment step at the backup's fixed point: -log(gamma)."""
+        return -math.log(self.gamma)
+
+
+# ----------------------------------------------------------------------------- networks
+
+
+class Critic(nn.Module):
+    """phi(s, a) and psi(g), each an ensemble of MLPs over a shared (optional) image encoder."""
+
+    config: MQEConfig
+
+    def setup(self) -> None:
+        c = self.config
+        self.encoder = make_encoder(c.encoder)
+        head = ensemble(MLP, c.num_heads)
+        self.phi_net = head(c.critic_hidden_dims, c.latent_dim, c.layer_norm)
+        self.psi_net = head(c.critic_hidden_dims, c.latent_dim, c.layer_norm)
+
+    def _features(self, x: jax.Array) -> jax.Array:
+        return x if self.encoder is None else self.encoder(x)
+
+    def phi(self, observations: jax.Array, actions: jax.Array) -> jax.Array:
+        """State-action representation, (heads, B, latent)."""
+        return self.phi_net(jnp.concatenate([self._features(observations), actions], axis=-1))
+
+    def psi(self, goals: jax.Array) -> jax.Array:
+        """State/goal representation, (heads, B, latent)."""
+        return self.psi_net(self._features(goals))
+
+    def __call__(self, observations: jax.Array, actions: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return self.phi(observations, actions), self.psi(observations)
+
+
+class Actor(nn.Module):
+    """Goal-conditioned Gaussian policy mean; its own encoder applied to state and goal."""
+
+    config: MQEConfig
+    action_dim: int
+
+    @nn.compact
+    def __call__(self, observations: jax.Array, goals: jax.Array) -> jax.Array:
+        c = self.config
+        encoder = make_encoder(c.encoder)
+        if encoder is not None:
+            observations, goals = encoder(observations), encoder(goals)
+        features = jnp.concatenate([observations, goals], axis=-1)
+        return GaussianActorHead(c.actor_hidden_dims, self.action_dim, c.layer_norm)(features)
+
+
+# ----------------------------------------------------------------------------- losses
+
+
+def backup_loss(
+    dist: jax.Array,
+    dist_w: jax.Array,
+    k: jax.Array,
+    gamma: float,
+    clip: float = 5.0,
+    diag_weight: float = 0.5,
+) -> jax.Array:
+    """Multistep LINEX backup over all pairs.
+
+    dist, dist_w: (E, B, B) distances d((s_i, a_i), g_j) and d(s^w_i, g_j); k: (B,) waypoint offsets.
+    Per pair, delta = dist - stop_grad(dist_w); loss gamma^{k_i} exp(delta) - dist, or delta where
+    delta > clip. Returns (1 - diag_weight) * mean(all pairs) + diag_weight * mean(diagonal).
+    """
+    delta = dist - jax.lax.stop_gradient(dist_w)
+    discount = jnp.power(gamma, k.astype(dist.dtype))[None, :, None]
+    # exp of the clipped delta keeps the unused branch finite, so gradients stay finite too.
+    linex = discount * jnp.exp(jnp.minimum(delta, clip)) - dist
+    per_pair = jnp.where(delta > clip, delta, linex)
+    diagonal = jnp.diagonal(per_pair, axis1=-2, axis2=-1)
+    return (1.0 - diag_weight) * jnp.mean(per_pair) + diag_weight * jnp.mean(diagonal)
+
+
+def invariance_loss(d: jax.Array) -> jax.Array:
+    """Action invariance: mean((exp(-d) - 1)^2) of d = d(psi(s), phi(s, a)) for the data's actions."""
+    return jnp.mean(jnp.square(jnp.exp(-d) - 1.0))
+
+
+def _pairwise(config: MQEConfig):
+    return mrn_pairwise if config.pairwise == "fused" else mrn_pairwise_naive
+
+
+def critic_loss(params: Any, batch: Batch, config: MQEConfig) -> tuple[jax.Array, dict]:
+    """Backup + zeta * invariance; metrics under `critic/`."""
+    critic = Critic(config)
+    variables = {"params": params["critic"]}
+    phi = critic.apply(variables, batch["observations"], batch["actions"], method=Critic.phi)
+    batch_size = batch["observations"].shape[0]
+    # One psi pass over goals, waypoints and states together: larger matmuls, one encoder call.
+    stacked = jnp.concatenate([batch["goals"], batch["waypoints"], batch["observations"]], axis=0)
+    psi_all = critic.apply(variables, stacked, method=Critic.psi)
+    psi_g, psi_w, psi_s = jnp.split(psi_all, [batch_size, 2 * batch_size], axis=1)
+
+    pairwise = _pairwise(config)
+    dist = pairwise(phi, psi_g, num_components=config.num_components)
+    dist_w = pairwise(psi_w, psi_g, num_components=config.num_components)
+    backup = backup_loss(
+        dist, dist_w, batch["waypoint_offsets"], config.gamma, config.linex_clip, config.diag_weight
+    )
+    d_inv = mrn_distance(psi_s, phi, config.num_components)
+    invariance = invariance_loss(d_inv)
+    loss = backup + config.zeta * invariance
+    positive = jnp.diagonal(dist, axis1=-2, axis2=-1)
+    info = {
+        "critic/loss": loss,
+        "critic/backup": backup,
+        "critic/invariance": invariance,
+        "critic/dist_positive": positive.mean(),
+        "critic/dist_all": dist.mean(),
+        "critic/dist_invariance": d_inv.mean(),
+        "critic/positive_steps": positive.mean() / config.step_scale,
+    }
+    return loss, info
+
+
+def actor_loss(params: Any, batch: Batch, config: MQEConfig) -> tuple[jax.Array, dict]:
+    """DDPG+BC: -mean(q) / stop_grad(mean |q|) - alpha * mean(log pi(a | s, g)); metrics under `actor/`."""
+    action_dim = batch["actions"].shape[-1]
+    mean = Actor(config, action_dim).apply(
+        {"params": params["actor"]}, batch["observations"], batch["actor_goals"]
+    )
+    policy_actions = jnp.clip(mean, -1.0, 1.0)
+    critic = Critic(config)
+    frozen = {"params": jax.lax.stop_gradient(params["critic"])}
+    phi = critic.apply(frozen, batch["observations"], policy_actions, method=Critic.phi)
+    psi = critic.apply(frozen, batch["actor_goals"], method=Critic.psi)
+    q = -jnp.min(mrn_distance(phi, psi, config.num_components), axis=0)
+    # The 1e-6 only guards a batch whose q is exactly zero everywhere (never in practice).
+    q_loss = -jnp.mean(q) / jax.lax.stop_gradient(jnp.mean(jnp.abs(q)) + 1e-6)
+    log_prob = gaussian_log_prob(mean, config.actor_std, batch["actions"])
+    bc_loss = -config.alpha * jnp.mean(log_prob)
+    loss = q_loss + bc_loss
+    info = {
+        "actor/loss": loss,
+        "actor/q_loss": q_loss,
+        "actor/bc_loss": bc_loss,
+        "actor/q": q.mean(),
+        "actor/log_prob": log_prob.mean(),
+        "actor/mse": jnp.mean(jnp.square(mean - batch["actions"])),
+    }
+    return loss, info
+
+
+# ----------------------------------------------------------------------------- agent
+
+
+def _optimizer(config: MQEConfig) -> optax.GradientTransformation:
+    return optax.adam(config.lr)
+
+
+class MQEAgent(flax.struct.PyTreeNode):
+    """Immutable MQE agent: parameters, optimizer state, RNG, step and a static config."""
+
+    params: Any
+    opt_state: Any
+    rng: jax.Array
+    step: jax.Array
+    config: MQEConfig = flax.struct.field(pytree_node=False)
+    action_dim: int = flax.struct.field(pytree_node=False)
+
+    @classmethod
+    def create(cls, seed: int, example_batch: dict[str, Any], config: MQEConfig) -> MQEAgent:
+        """Initialise parameters from the shapes of `example_batch`."""
+        rng = jax.random.PRNGKey(seed)
+        rng, critic_key, actor_key = jax.random.split(rng, 3)
+        obs = jnp.asarray(example_batch["observations"][:1])
+        actions = jnp.asarray(example_batch["actions"][:1])
+        action_dim = actions.shape[-1]
+        params = {
+            "critic": Critic(config).init(critic_key, obs, actions)["params"],
+            "actor": Actor(config, action_dim).init(actor_key, obs, obs)["params"],
+        }
+        return cls(
+            params=params,
+            opt_state=_optimizer(config).init(params),
+            rng=rng,
+            step=jnp.zeros((), jnp.int32),
+            config=config,
+            action_dim=action_dim,
+        )
+
+    def total_loss(self, params: Any, batch: Batch) -> tuple[jax.Array, dict]:
+        """Critic loss + actor loss (the actor sees the critic through a stop-gradient)."""
+        c_loss, c_info = critic_loss(params, batch, self.config)
+        a_loss, a_info = actor_loss(params, batch, self.config)
+        return c_loss + a_loss, {**c_info, **a_info}
+
+    def _update(self, batch: Batch) -> tuple[MQEAgent, dict]:
+        grads, info = jax.grad(self.total_loss, has_aux=True)(self.params, batch)
+        updates, opt_state = _optimizer(self.config).update(grads, self.opt_state, self.params)
+        params = optax.apply_updates(self.params, updates)
+        info["grad/norm"] = optax.global_norm(grads)
+        return self.replace(params=params, opt_state=opt_state, step=self.step + 1), info
+
+    @jax.jit
+    def update(self, batch: Batch) -> tuple[MQEAgent, dict]:
+        """One Adam step on critic + actor."""
+        return self._update(batch)
+
+    @jax.jit
+    def update_many(self, batches: Batch) -> tuple[MQEAgent, dict]:
+        """Several updates in one dispatch: `batches` has a leading axis of updates (lax.scan)."""
+        agent, infos = jax.lax.scan(lambda a, b: a._update(b), self, batches)
+        return agent, jax.tree_util.tree_map(lambda x: x[-1], infos)
+
+    @jax.jit
+    def sample_actions(
+        self, observations: jax.Array, goals: jax.Array, seed: jax.Array, temperature: float = 0.0
+    ) -> jax.Array:
+        """Actions in [-1, 1]: the clipped mean at temperature 0, else mean + temperature * std * noise."""
+        mean = Actor(self.config, self.action_dim).apply(
+            {"params": self.params["actor"]}, observations, goals
+        )
+        noise = jax.random.normal(seed, mean.shape) * self.config.actor_std * temperature
+        return jnp.clip(mean + noise, -1.0, 1.0)
+
+    @jax.jit
+    def distance(self, observations: jax.Array, goals: jax.Array) -> jax.Array:
+        """Estimated temporal distance from each observation to its goal, in environment steps."""
+        psi = Critic(self.config).apply(
+            {"params": self.params["critic"]},
+            jnp.concatenate([observations, goals], axis=0),
+            method=Critic.psi,
+        )
+        psi_s, psi_g = jnp.split(psi, 2, axis=1)
+        d = jnp.min(mrn_distance(psi_s, psi_g, self.config.num_components), axis=0)
+        return d / self.config.step_scale
+
+
+# ----------------------------------------------------------------------------- presets
+
+
+def get_config(name: str) -> MQEConfig:
+    """A named preset: 'ogbench_state', 'ogbench_pixel', 'bridge' or 'tiny'."""
+    presets = {
+        # OGBench state-based (paper table of network configuration); alpha is set per environment.
+        "ogbench_state": MQEConfig(name="ogbench_state"),
+        "ogbench_pixel": MQEConfig(
+            name="ogbench_pixel", p_next=0.1, alpha=3.0, encoder="impala_small"
+        ),
+        # BridgeData: ResNet-34 encoders (actor and critic not shared), latent 256, batch 128.
+        "bridge": MQEConfig(
+            name="bridge",
+            batch_size=128,
+            latent_dim=256,
+            critic_hidden_dims=(256, 256, 256),
+            actor_hidden_dims=(256, 256, 256),
+            gamma=0.98,
+            p_next=0.2,
+            encoder="resnet34",
+        ),
+        # Small widths for CPU tests and toy problems.
+        "tiny": MQEConfig(
+            name="tiny",
+            batch_size=64,
+            latent_dim=64,
+            critic_hidden_dims=(64, 64),
+            actor_hidden_dims=(64, 64),
+            gamma=0.95,
+        ),
+    }
+    if name not in presets:
+        raise ValueError(f"unknown MQE preset '{name}'; choose one of {sorted(presets)}")
+    return presets[name]
+
+
+def to_device_batch(batch: dict[str, np.ndarray]) -> Batch:
+    """numpy batch -> jax arrays (images stay uint8 until the encoder)."""
+    return {k: jnp.asarray(v) for k, v in batch.items()}

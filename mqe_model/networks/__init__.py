@@ -1,0 +1,1 @@
+"""Neural network building blocks: MLPs, ensembles, the Gaussian actor and image encoders."""

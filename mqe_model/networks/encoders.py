@@ -1,0 +1,125 @@
+"""Image encoders: impala-small (OGBench pixel tasks) and the BridgeData ResNet-34 variant.
+
+Every encoder takes uint8 images (..., H, W, C) and returns a flat feature vector; the conversion to
+float happens here, on the device, so datasets and requests keep images as uint8.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from mqe_model.networks.mlp import MLP
+
+
+def _flatten_batch(images: jax.Array) -> tuple[jax.Array, tuple[int, ...]]:
+    lead = images.shape[:-3]
+    return images.reshape(-1, *images.shape[-3:]), lead
+
+
+class ImpalaResidualBlock(nn.Module):
+    """ReLU -> conv -> ReLU -> conv, plus the input."""
+
+    channels: int  # convolution channels
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        h = nn.Conv(self.channels, (3, 3))(nn.relu(x))
+        h = nn.Conv(self.channels, (3, 3))(nn.relu(h))
+        return x + h
+
+
+class ImpalaEncoder(nn.Module):
+    """IMPALA convolutional stack (OGBench's `impala_small` has one residual block per stack)."""
+
+    stack_sizes: Sequence[int] = (16, 32, 32)  # channels of each conv stack
+    num_blocks: int = 1  # residual blocks per stack
+    mlp_dims: Sequence[int] = (512,)  # widths of the MLP after the convolutions
+    layer_norm: bool = True  # LayerNorm on the conv output and in the MLP
+
+    @nn.compact
+    def __call__(self, images: jax.Array) -> jax.Array:
+        x, lead = _flatten_batch(images)
+        x = x.astype(jnp.float32) / 255.0
+        for channels in self.stack_sizes:
+            x = nn.Conv(channels, (3, 3))(x)
+            x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
+            for _ in range(self.num_blocks):
+                x = ImpalaResidualBlock(channels)(x)
+        x = nn.relu(x)
+        if self.layer_norm:
+            x = nn.LayerNorm()(x)
+        x = x.reshape(x.shape[0], -1)
+        x = MLP(self.mlp_dims[:-1], self.mlp_dims[-1], self.layer_norm, activate_final=True)(x)
+        return x.reshape(*lead, -1)
+
+
+class ResNetBasicBlock(nn.Module):
+    """Two 3x3 convolutions with GroupNorm and a projection shortcut when the shape changes."""
+
+    channels: int  # output channels
+    strides: int = 1  # stride of the first convolution
+    norm_groups: int = 4  # GroupNorm groups
+    dtype: jnp.dtype = jnp.float32  # computation dtype
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        conv = lambda ch, k, s: nn.Conv(ch, k, (s, s), use_bias=False, dtype=self.dtype)  # noqa: E731
+        h = conv(self.channels, (3, 3), self.strides)(x)
+        h = nn.relu(nn.GroupNorm(self.norm_groups, dtype=self.dtype)(h))
+        h = conv(self.channels, (3, 3), 1)(h)
+        h = nn.GroupNorm(self.norm_groups, scale_init=nn.initializers.zeros, dtype=self.dtype)(h)
+        if x.shape != h.shape:
+            x = conv(self.channels, (1, 1), self.strides)(x)
+            x = nn.GroupNorm(self.norm_groups, dtype=self.dtype)(x)
+        return nn.relu(x + h)
+
+
+class ResNetEncoder(nn.Module):
+    """ResNet-v1 with GroupNorm, as BridgeData V2's `resnetv1-34-bridge` (stages 3, 4, 6, 3).
+
+    Images are scaled to [-1, 1]. With `early_fusion`, the observation and the goal are stacked
+    channel-wise before the first convolution (GCBC and GCIQL in BridgeData V2 do this).
+    """
+
+    stage_sizes: Sequence[int] = (3, 4, 6, 3)  # basic blocks per stage
+    width: int = 64  # channels of the first stage, doubled at each later stage
+    norm_groups: int = 4  # GroupNorm groups
+    compute_dtype: jnp.dtype = jnp.float32  # dtype of the convolutions (bfloat16 on GPUs)
+
+    @nn.compact
+    def __call__(self, images: jax.Array, goals: jax.Array | None = None) -> jax.Array:
+        if goals is not None:
+            images = jnp.concatenate([images, goals], axis=-1)
+        x, lead = _flatten_batch(images)
+        x = (x.astype(jnp.float32) / 127.5 - 1.0).astype(self.compute_dtype)
+        x = nn.Conv(self.width, (7, 7), (2, 2), use_bias=False, dtype=self.compute_dtype)(x)
+        x = nn.relu(nn.GroupNorm(self.norm_groups, dtype=self.compute_dtype)(x))
+        x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
+        for stage, blocks in enumerate(self.stage_sizes):
+            for block in range(blocks):
+                strides = 2 if stage > 0 and block == 0 else 1
+                x = ResNetBasicBlock(
+                    self.width * 2**stage, strides, self.norm_groups, self.compute_dtype
+                )(x)
+        x = jnp.mean(x.astype(jnp.float32), axis=(1, 2))
+        return x.reshape(*lead, -1)
+
+
+def make_encoder(name: str | None) -> nn.Module | None:
+    """Encoder by preset name: None (state input), 'impala_small', 'resnet34', 'resnet_tiny'."""
+    if name is None:
+        return None
+    encoders = {
+        "impala_small": lambda: ImpalaEncoder(num_blocks=1),
+        "impala_tiny": lambda: ImpalaEncoder(stack_sizes=(8, 8), num_blocks=1, mlp_dims=(32,)),
+        "resnet34": lambda: ResNetEncoder(),
+        "resnet34_bf16": lambda: ResNetEncoder(compute_dtype=jnp.bfloat16),
+        "resnet_tiny": lambda: ResNetEncoder(stage_sizes=(1, 1), width=8, norm_groups=4),
+    }
+    if name not in encoders:
+        raise ValueError(f"unknown encoder '{name}'; choose one of {sorted(encoders)} or None")
+    return encoders[name]()
