@@ -53,8 +53,10 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    # Clamp rounding error: the bounds are 0 and 1 exactly at k = 0 and k = n.
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # At k = 0 and k = n the bounds are 0 and 1 exactly; say so rather than leave rounding error.
+    lo = 0.0 if successes == 0 else max(0.0, centre - half)
+    hi = 1.0 if successes == n else min(1.0, centre + half)
+    return lo, hi
 
 
 def bootstrap_mean_ci(values: Sequence[float], seed: int, resamples: int = 10_000,
