@@ -46,7 +46,7 @@ def plot_progress(summary: Summary, path: Path, dpi: int = 110) -> None:
                label=policy, color=colors[i % len(colors)], edgecolor="black", linewidth=0.4,
                error_kw={"elinewidth": 0.8})
     ax.set_xticks(x, [t.replace(" & ", " &\n") for t in titles], fontsize=8)
-    ax.set_ylabel("Task progress")
+    ax.set_ylabel("Task progress (mean ± SE)")
     ax.set_ylim(0, 1.05)
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
