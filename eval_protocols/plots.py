@@ -89,7 +89,9 @@ def plot_distance_curves(rows: Sequence[TrialRow], summary: Summary, out_dir: Pa
             if curve is None:
                 continue
             if all(math.isnan(d) for d in curve.distances):
-                cell["warnings"].append(f"{row.where}: policy reported no distance (null) at every step")
+                message = f"{row.where}: policy reported no distance (null) at every step"
+                logger.warning(message)
+                cell["warnings"].append(message)
                 continue
             ax.plot(curve.steps, curve.distances, linewidth=1.0, alpha=0.8,
                     color="tab:green" if row.success else "tab:red")
