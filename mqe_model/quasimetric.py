@@ -9,8 +9,8 @@ Two ways to evaluate it:
 - `mrn_distance(x, y)`: elementwise over broadcast leading axes; the reference.
 - `mrn_pairwise(x, y)`: all pairs of two sets, (..., B, D) x (..., C, D) -> (..., B, C), without
   materialising the (..., B, C, D) difference tensor: the symmetric part is a matrix product
-  (|x|^2 + |y|^2 - 2 x.y) and the asymmetric part is a fused max-reduction with a hand-written
-  backward pass that recomputes the arg-max instead of storing the difference tensor.
+  (|x|^2 + |y|^2 - 2 x.y) and the asymmetric part a running maximum that keeps only the int8
+  arg-max of each pair for a hand-written backward pass.
 """
 
 from __future__ import annotations
@@ -53,23 +53,47 @@ def mrn_pairwise_naive(x: jax.Array, y: jax.Array, num_components: int = 8) -> j
 
 @jax.custom_vjp
 def _pairwise_max_diff(xa: jax.Array, ya: jax.Array) -> jax.Array:
-    """max_k (xa[..., b, c, k] - ya[..., f, c, k]) -> (..., B, F, C), as one fused reduction."""
-    return jnp.max(xa[..., :, None, :, :] - ya[..., None, :, :, :], axis=-1)
+    """max_k (xa[..., b, c, k] - ya[..., f, c, k]) -> (..., B, F, C)."""
+    return _max_and_argmax(xa, ya)[0]
+
+
+def _max_and_argmax(xa: jax.Array, ya: jax.Array) -> tuple[jax.Array, jax.Array]:
+    # A running maximum over k, unrolled: XLA turns it into one elementwise kernel per output
+    # element instead of a reduction over a materialised (..., B, F, C, K) difference tensor.
+    best = xa[..., :, None, :, 0] - ya[..., None, :, :, 0]
+    arg = jnp.zeros(best.shape, _index_dtype(xa.shape[-1]))
+    for k in range(1, xa.shape[-1]):
+        d = xa[..., :, None, :, k] - ya[..., None, :, :, k]
+        better = d > best
+        best = jnp.where(better, d, best)
+        arg = jnp.where(better, jnp.asarray(k, arg.dtype), arg)
+    return best, arg
+
+
+def _index_dtype(size: int) -> jnp.dtype:
+    return jnp.int8 if size <= 127 else jnp.int32
 
 
 def _pairwise_max_diff_fwd(xa, ya):
-    out = _pairwise_max_diff(xa, ya)
-    return out, (xa, ya, out)
+    best, arg = _max_and_argmax(xa, ya)
+    return best, (arg, xa.shape[-1])
 
 
 def _pairwise_max_diff_bwd(res, g):
-    xa, ya, out = res
-    # The arg-max is recomputed by comparing against the stored maximum; XLA fuses the compare,
-    # select and the sum over the other set into one reduction, so nothing of size B*F*C*K is
-    # written to memory. Ties (measure zero for real inputs) each get the full gradient.
-    hit = (xa[..., :, None, :, :] - ya[..., None, :, :, :]) == out[..., None]
-    weighted = jnp.where(hit, g[..., None], 0.0)
-    return jnp.sum(weighted, axis=-3), -jnp.sum(weighted, axis=-4)
+    arg, size = res
+    # The gradient reaches only the arg-max coordinate of each pair: grad_xa[b, c, k] sums g over
+    # the pairs (b, f, c) whose arg-max is k. Moving the summed axis last makes each sum a
+    # contiguous row reduction over a one-hot built on the fly, never stored.
+    ks = jnp.arange(size, dtype=arg.dtype)
+
+    def scatter(g_t: jax.Array, arg_t: jax.Array) -> jax.Array:
+        hit = arg_t[..., None, :] == ks[:, None]  # (..., C, K, summed)
+        return jnp.sum(jnp.where(hit, g_t[..., None, :], 0.0), axis=-1)
+
+    grad_xa = scatter(jnp.swapaxes(g, -2, -1), jnp.swapaxes(arg, -2, -1))  # (..., B, C, F) -> (..., B, C, K)
+    g_f = jnp.moveaxis(g, -3, -1)  # (..., F, C, B)
+    grad_ya = -scatter(g_f, jnp.moveaxis(arg, -3, -1))
+    return grad_xa, grad_ya
 
 
 _pairwise_max_diff.defvjp(_pairwise_max_diff_fwd, _pairwise_max_diff_bwd)

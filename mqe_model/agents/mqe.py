@@ -20,7 +20,6 @@ import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from mqe_model.networks.encoders import make_encoder
@@ -53,6 +52,7 @@ class MQEConfig:
     actor_std: float = 1.0  # constant standard deviation of the Gaussian policy
     encoder: str | None = None  # image encoder ('impala_small', 'resnet34', ...) or None for states
     pairwise: str = "fused"  # all-pairs MRN: 'fused' (memory-lean) or 'naive' (broadcast)
+    matmul_precision: str = "float32"  # network matmuls: 'float32', 'tensorfloat32' or 'bfloat16' (operands rounded, f32 accumulate)
 
     def __post_init__(self) -> None:
         if self.latent_dim % (2 * self.num_components):
@@ -64,6 +64,11 @@ class MQEConfig:
             raise ValueError("need 0 < gamma < 1, 0 < lam < 1 and 0 <= p_next <= 1")
         if self.pairwise not in ("fused", "naive"):
             raise ValueError(f"pairwise must be 'fused' or 'naive', got {self.pairwise!r}")
+        if self.matmul_precision not in ("float32", "tensorfloat32", "bfloat16"):
+            raise ValueError(
+                f"matmul_precision must be 'float32', 'tensorfloat32' or 'bfloat16', "
+                f"got {self.matmul_precision!r}"
+            )
         if self.batch_size < 2:
             raise ValueError("batch_size must be >= 2: the backup contrasts pairs within a batch")
 
@@ -255,8 +260,9 @@ class MQEAgent(flax.struct.PyTreeNode):
 
     def total_loss(self, params: Any, batch: Batch) -> tuple[jax.Array, dict]:
         """Critic loss + actor loss (the actor sees the critic through a stop-gradient)."""
-        c_loss, c_info = critic_loss(params, batch, self.config)
-        a_loss, a_info = actor_loss(params, batch, self.config)
+        with jax.default_matmul_precision(self.config.matmul_precision):
+            c_loss, c_info = critic_loss(params, batch, self.config)
+            a_loss, a_info = actor_loss(params, batch, self.config)
         return c_loss + a_loss, {**c_info, **a_info}
 
     def _update(self, batch: Batch) -> tuple[MQEAgent, dict]:
@@ -301,6 +307,23 @@ class MQEAgent(flax.struct.PyTreeNode):
         return d / self.config.step_scale
 
 
+def create_seeds(seeds: Sequence[int], example_batch: dict[str, Any], config: MQEConfig) -> MQEAgent:
+    """Several independently initialised agents stacked on a leading axis, for `update_many_seeds`."""
+    agents = [MQEAgent.create(s, example_batch, config) for s in seeds]
+    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *agents)
+
+
+@jax.jit
+def update_many_seeds(agents: MQEAgent, batches: Batch) -> tuple[MQEAgent, dict]:
+    """Scan over updates, vmapped over seeds: `batches` leaves are (updates, seeds, B, ...)."""
+
+    def one_update(stacked: MQEAgent, batch: Batch) -> tuple[MQEAgent, dict]:
+        return jax.vmap(lambda agent, b: agent._update(b))(stacked, batch)
+
+    agents, infos = jax.lax.scan(one_update, agents, batches)
+    return agents, jax.tree_util.tree_map(lambda x: x[-1], infos)
+
+
 # ----------------------------------------------------------------------------- presets
 
 
@@ -336,8 +359,3 @@ def get_config(name: str) -> MQEConfig:
     if name not in presets:
         raise ValueError(f"unknown MQE preset '{name}'; choose one of {sorted(presets)}")
     return presets[name]
-
-
-def to_device_batch(batch: dict[str, np.ndarray]) -> Batch:
-    """numpy batch -> jax arrays (images stay uint8 until the encoder)."""
-    return {k: jnp.asarray(v) for k, v in batch.items()}

@@ -1,0 +1,128 @@
+"""MQE update throughput for a preset (default `ogbench_state`: batch 256, widths 512, B x B backup).
+
+Measures, in one run and on one device:
+- the naive all-pairs MRN (broadcast difference tensor) as the baseline,
+- the fused all-pairs MRN (matmul for the symmetric part, fused max-reduction for the asymmetric
+  part with a recomputing backward pass),
+each for one seed and for several seeds trained at once with `jax.vmap`, with `--scan` updates
+per dispatch. Batches are random and already on the device, so this times the update alone.
+Also checks that the fused losses match the naive ones (relative difference).
+
+    python benchmarks/train_step.py                   # GPU if present
+    python benchmarks/train_step.py --seeds 8 --scan 20 --iters 50
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tyro
+
+from mqe_model.agents import mqe
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchConfig:
+    """What to measure."""
+
+    preset: str = "ogbench_state"  # MQE preset
+    obs_dim: int = 40  # state size (scene-play has 40)
+    action_dim: int = 5  # action size (manipulation tasks have 5)
+    seeds: int = 8  # seeds trained at once in the vmapped measurement
+    scan: int = 20  # updates per dispatch (lax.scan)
+    iters: int = 30  # timed dispatches per measurement
+    warmup: int = 3  # untimed dispatches first (compilation)
+    precisions: tuple[str, ...] = ("float32", "tensorfloat32", "bfloat16")  # matmul precisions of the fused variant
+
+
+def random_batches(rng: np.random.Generator, lead: tuple[int, ...], cfg: BenchConfig, batch: int) -> dict:
+    """Random device batches with leading axes `lead` (scan steps, seeds...)."""
+    shape = (*lead, batch)
+    obs = lambda: jnp.asarray(rng.normal(size=(*shape, cfg.obs_dim)).astype(np.float32))  # noqa: E731
+    return {
+        "observations": obs(),
+        "actions": jnp.asarray(rng.uniform(-1, 1, size=(*shape, cfg.action_dim)).astype(np.float32)),
+        "waypoints": obs(),
+        "waypoint_offsets": jnp.asarray(rng.integers(1, 20, size=shape).astype(np.int32)),
+        "goals": obs(),
+        "actor_goals": obs(),
+    }
+
+
+def time_dispatch(fn, state, batches, cfg: BenchConfig) -> float:
+    """Seconds per dispatch (median of `iters`), after `warmup` untimed dispatches."""
+    for _ in range(cfg.warmup):
+        state, _ = fn(state, batches)
+    jax.block_until_ready(state)
+    times = []
+    for _ in range(cfg.iters):
+        start = time.perf_counter()
+        state, info = fn(state, batches)
+        jax.block_until_ready(info)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def measure(agent_config: mqe.MQEConfig, cfg: BenchConfig) -> dict[str, float]:
+    """Steps/s for one seed and seed-steps/s for `cfg.seeds` vmapped seeds."""
+    rng = np.random.default_rng(0)
+    b = agent_config.batch_size
+    single = mqe.MQEAgent.create(0, random_batches(rng, (), cfg, 2), agent_config)
+    scan_batches = random_batches(rng, (cfg.scan,), cfg, b)
+    one = time_dispatch(lambda a, x: a.update_many(x), single, scan_batches, cfg)
+
+    agents = mqe.create_seeds(list(range(cfg.seeds)), random_batches(rng, (), cfg, 2), agent_config)
+    seed_batches = random_batches(rng, (cfg.scan, cfg.seeds), cfg, b)
+    many = time_dispatch(mqe.update_many_seeds, agents, seed_batches, cfg)
+    return {
+        "steps_per_s": cfg.scan / one,
+        "seed_steps_per_s": cfg.scan * cfg.seeds / many,
+    }
+
+
+def loss_difference(reference: mqe.MQEConfig, variant: mqe.MQEConfig, cfg: BenchConfig) -> float:
+    """Largest relative difference of the losses of `variant` from those of `reference`."""
+    rng = np.random.default_rng(1)
+    batch = random_batches(rng, (), cfg, reference.batch_size)
+    agent = mqe.MQEAgent.create(0, batch, reference)
+    infos = []
+    for config in (reference, variant):
+        a = agent.replace(config=config)
+        infos.append(jax.jit(a.total_loss)(a.params, batch)[1])
+    keys = ("critic/backup", "critic/invariance", "actor/q_loss", "actor/bc_loss")
+    return max(abs(float(infos[1][k] - infos[0][k])) / max(abs(float(infos[0][k])), 1e-8) for k in keys)
+
+
+def main(cfg: BenchConfig) -> None:
+    device = jax.devices()[0]
+    print(f"device: {device.device_kind} ({device.platform}), jax {jax.__version__}")
+    base = mqe.get_config(cfg.preset)
+    print(
+        f"preset {cfg.preset}: batch {base.batch_size}, latent {base.latent_dim}, "
+        f"hidden {tuple(base.critic_hidden_dims)}, {cfg.scan} updates per dispatch"
+    )
+    naive = dataclasses.replace(base, pairwise="naive", matmul_precision="float32")
+    variants = {"naive f32 (baseline)": naive}
+    for precision in cfg.precisions:
+        variants[f"fused {precision}"] = dataclasses.replace(
+            base, pairwise="fused", matmul_precision=precision
+        )
+    print(f"{'variant':<24}{'1 seed steps/s':>16}{'ratio':>8}{f'{cfg.seeds} seeds seed-steps/s':>26}{'ratio':>8}{'max rel. loss diff':>20}")
+    baseline = None
+    for name, variant in variants.items():
+        r = measure(variant, cfg)
+        baseline = baseline or r
+        diff = loss_difference(naive, variant, cfg)
+        print(
+            f"{name:<24}{r['steps_per_s']:>16.0f}{r['steps_per_s'] / baseline['steps_per_s']:>7.2f}x"
+            f"{r['seed_steps_per_s']:>26.0f}{r['seed_steps_per_s'] / baseline['seed_steps_per_s']:>7.2f}x"
+            f"{diff:>20.1e}"
+        )
+
+
+if __name__ == "__main__":
+    main(tyro.cli(BenchConfig))
