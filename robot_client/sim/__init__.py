@@ -1,0 +1,45 @@
+"""MuJoCo twin of the WidowX 250 Bridge setup: model, environment, demonstrators, scorers, data.
+
+`WidowXSimEnv` is imported lazily so that `import robot_client.sim` works without mujoco; using it
+without mujoco raises one clear line saying what to install.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+from typing import TYPE_CHECKING, Any
+
+MISSING_MUJOCO = "mujoco not installed: pip install 'mqe-deploy[sim]'"
+
+if TYPE_CHECKING:
+    from robot_client.sim.env import SimConfig, WidowXSimEnv
+
+
+def select_gl_backend() -> str:
+    """Set MUJOCO_GL for headless rendering unless the user chose one: egl if present, else osmesa."""
+    if not os.environ.get("MUJOCO_GL"):
+        os.environ["MUJOCO_GL"] = "egl" if ctypes.util.find_library("EGL") else "osmesa"
+    return os.environ["MUJOCO_GL"]
+
+
+def require_mujoco() -> Any:
+    """Import mujoco (after choosing a headless GL backend) or raise RuntimeError with the fix."""
+    select_gl_backend()
+    try:
+        import mujoco
+    except ImportError:
+        raise RuntimeError(MISSING_MUJOCO) from None
+    return mujoco
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("WidowXSimEnv", "SimConfig"):
+        require_mujoco()
+        from robot_client.sim import env
+
+        return getattr(env, name)
+    raise AttributeError(f"module 'robot_client.sim' has no attribute {name!r}")
+
+
+__all__ = ["MISSING_MUJOCO", "SimConfig", "WidowXSimEnv", "require_mujoco", "select_gl_backend"]
