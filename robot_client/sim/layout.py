@@ -95,7 +95,7 @@ def sample_layout(rng: np.random.Generator) -> Layout:
         drawer_xy = np.array([rng.uniform(0.36, 0.40), rng.uniform(0.11, 0.16)])
         plate_xy = np.array([rng.uniform(0.24, 0.34), rng.uniform(-0.10, -0.05)])
         # the drawer's keep-out box covers the housing, the fully open drawer and the handle reach
-        keep_low = np.array([drawer_xy[0] - HOUSING_SIZE[0] / 2 - DRAWER_RANGE[1] - HANDLE_STANDOFF - 0.05, drawer_xy[1] - HOUSING_SIZE[1] / 2 - 0.03])
+        keep_low = np.array([drawer_xy[0] - HOUSING_SIZE[0] / 2 - DRAWER_RANGE[1] - HANDLE_STANDOFF - 0.05, drawer_xy[1] - HOUSING_SIZE[1] / 2 - 0.05])
         keep_high = np.array([drawer_xy[0] + HOUSING_SIZE[0] / 2 + 0.02, 1.0])
         placed: list[np.ndarray] = []
         for _ in range(400):
