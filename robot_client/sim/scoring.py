@@ -49,10 +49,13 @@ def drawer_open(state: SceneState) -> bool:
 
 
 def in_drawer(state: SceneState, index: int) -> bool:
-    """Whether object `index`'s centre lies inside the drawer box."""
+    """Whether object `index`'s centre lies inside the drawer box, above its floor."""
     low, high = L.drawer_interior(state.drawer_xy, state.drawer_opening)
     pos = state.objects_pos[index]
-    return bool(np.all(pos[:2] >= low[:2]) and np.all(pos[:2] <= high[:2]) and low[2] < pos[2] <= high[2])
+    # an object lying on the floor has its centre at least ~1 cm above it; lower means it is on
+    # the table under the drawer's footprint, not in it
+    above_floor = pos[2] >= low[2] + 0.005
+    return bool(np.all(pos[:2] >= low[:2]) and np.all(pos[:2] <= high[:2]) and above_floor and pos[2] <= high[2])
 
 
 def _pnp_count(task: Task) -> int:
