@@ -29,7 +29,9 @@ def clip_action(action: np.ndarray) -> np.ndarray:
     """Clip a 7-d Bridge action to the per-step bounds; NaN or a wrong shape raises ValueError."""
     action = np.asarray(action, dtype=np.float64)
     if action.shape != (ACTION_DIM,):
-        raise ValueError(f"action has shape {action.shape}; expected ({ACTION_DIM},) = {ACTION_NAMES}")
+        raise ValueError(
+            f"action has shape {action.shape}; expected ({ACTION_DIM},) = {ACTION_NAMES}"
+        )
     if not np.all(np.isfinite(action)):
         raise ValueError(f"action contains NaN or inf: {action.tolist()}; refusing to move the arm")
     out = action.copy()

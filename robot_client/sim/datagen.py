@@ -117,7 +117,10 @@ def _write_atomic(path: Path, write) -> None:
 
 def _write_shard(root: Path, number: int, episodes: list[dict[str, Any]], compress: bool) -> str:
     name = f"shard-{number:05d}.npz"
-    arrays = {k: np.concatenate([e[k] for e in episodes]) for k in ("observations", "actions", "terminals", "proprio")}
+    arrays = {
+        k: np.concatenate([e[k] for e in episodes])
+        for k in ("observations", "actions", "terminals", "proprio")
+    }
     save = np.savez_compressed if compress else np.savez
     _write_atomic(root / name, lambda f: save(f, **arrays))
     return name
@@ -129,7 +132,9 @@ def _prepare_out(cfg: DataGenConfig) -> None:
         raise FileExistsError(f"--out {out} is a file; give a directory")
     if out.is_dir() and any(out.iterdir()):
         if not cfg.overwrite:
-            raise FileExistsError(f"--out {out} is not empty; choose another directory or pass --overwrite")
+            raise FileExistsError(
+                f"--out {out} is not empty; choose another directory or pass --overwrite"
+            )
         # only our own files go: a mistyped --out never wipes unrelated data
         for p in [*out.glob("shard-*.npz"), *out.glob(".*.tmp"), out / "dataset.json"]:
             p.unlink(missing_ok=True)
@@ -149,7 +154,7 @@ def generate(cfg: DataGenConfig, progress: bool = True) -> dict[str, Any]:
     bar = tqdm(total=cfg.episodes, unit="ep", disable=not progress, desc="mqe-sim-data")
     transitions = 0
     with _pool(cfg) as pool:
-        for ep in (pool.imap(_worker, tasks) if pool else map(_worker, tasks)):
+        for ep in pool.imap(_worker, tasks) if pool else map(_worker, tasks):
             pending.append(ep)
             transitions += ep["meta"]["length"]
             bar.update(1)
@@ -163,7 +168,11 @@ def generate(cfg: DataGenConfig, progress: bool = True) -> dict[str, Any]:
     meta = {
         "format": "mqe-canonical",
         "version": 1,
-        "observation": {"kind": "image", "shape": [cfg.image_size, cfg.image_size, 3], "dtype": "uint8"},
+        "observation": {
+            "kind": "image",
+            "shape": [cfg.image_size, cfg.image_size, 3],
+            "dtype": "uint8",
+        },
         "action_dim": safety.ACTION_DIM,
         "action_names": list(safety.ACTION_NAMES),
         "control_hz": safety.CONTROL_HZ,
@@ -173,7 +182,9 @@ def generate(cfg: DataGenConfig, progress: bool = True) -> dict[str, Any]:
         "generator_version": GENERATOR_VERSION,
         "mujoco_version": mujoco.__version__,
         "seed": cfg.seed,
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(cfg).items()},
+        "settings": {
+            k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(cfg).items()
+        },
         "num_episodes": len(episodes_meta),
         "num_transitions": transitions,
         "primitive_counts": counts,
@@ -183,7 +194,9 @@ def generate(cfg: DataGenConfig, progress: bool = True) -> dict[str, Any]:
     }
     text = json.dumps(meta, indent=1).encode()
     _write_atomic(cfg.out / "dataset.json", lambda f: f.write(text))
-    logger.info("wrote %d episodes (%d transitions) to %s", len(episodes_meta), transitions, cfg.out)
+    logger.info(
+        "wrote %d episodes (%d transitions) to %s", len(episodes_meta), transitions, cfg.out
+    )
     return meta
 
 

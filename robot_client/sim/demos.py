@@ -66,7 +66,9 @@ def _pick(env: WidowXSimEnv, index: int) -> list[Waypoint]:
     grasp_z = max(0.004, pos[2] - GRASP_BELOW_CENTRE)
     return [
         Waypoint(np.array([pos[0], pos[1], grasp_z + 0.07]), yaw, 1.0, tol=0.01),
-        Waypoint(np.array([pos[0], pos[1], grasp_z]), yaw, 1.0, tol=0.004, max_speed=0.03, precise=True),
+        Waypoint(
+            np.array([pos[0], pos[1], grasp_z]), yaw, 1.0, tol=0.004, max_speed=0.03, precise=True
+        ),
         Waypoint(np.array([pos[0], pos[1], grasp_z]), yaw, 0.0, hold=3, precise=True),
         Waypoint(np.array([pos[0], pos[1], SAFE_Z]), yaw, 0.0, tol=0.01),
     ]
@@ -86,7 +88,9 @@ def plan(env: WidowXSimEnv, primitive: str, index: int, rng: np.random.Generator
     lay = env.layout
     if primitive == "pnp_plate":
         spec = L.OBJECTS[index]
-        offset = rng.uniform(-0.015, 0.015, size=2)  # not always the exact centre: more varied goals
+        offset = rng.uniform(
+            -0.015, 0.015, size=2
+        )  # not always the exact centre: more varied goals
         yaw = _yaw_for(env, index)
         release_z = L.PLATE_TOP + spec.half_height + 0.002
         return _pick(env, index) + _place(lay.plate_xy + offset, release_z, yaw)
@@ -104,10 +108,26 @@ def plan(env: WidowXSimEnv, primitive: str, index: int, rng: np.random.Generator
         grip_z = handle[2] - 0.01  # pads straddle the bar over its whole height
         yaw = np.pi / 2  # fingers close along x, across the bar
         return [
-            Waypoint(np.array([handle[0], handle[1], grip_z + 0.07]), yaw, 1.0, tol=0.01, max_steps=30),
-            Waypoint(np.array([handle[0], handle[1], grip_z]), yaw, 1.0, tol=0.004, max_speed=0.03, precise=True),
+            Waypoint(
+                np.array([handle[0], handle[1], grip_z + 0.07]), yaw, 1.0, tol=0.01, max_steps=30
+            ),
+            Waypoint(
+                np.array([handle[0], handle[1], grip_z]),
+                yaw,
+                1.0,
+                tol=0.004,
+                max_speed=0.03,
+                precise=True,
+            ),
             Waypoint(np.array([handle[0], handle[1], grip_z]), yaw, 0.0, hold=3, precise=True),
-            Waypoint(np.array([pulled[0], pulled[1], grip_z]), yaw, 0.0, tol=0.005, max_speed=0.025, precise=True),
+            Waypoint(
+                np.array([pulled[0], pulled[1], grip_z]),
+                yaw,
+                0.0,
+                tol=0.005,
+                max_speed=0.025,
+                precise=True,
+            ),
             Waypoint(np.array([pulled[0], pulled[1], grip_z]), yaw, 1.0, hold=2),
             Waypoint(np.array([pulled[0], pulled[1], SAFE_Z]), yaw, 1.0, tol=0.01),
         ]

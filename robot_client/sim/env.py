@@ -38,7 +38,9 @@ class SimConfig:
 
     def __post_init__(self) -> None:
         if self.image_size < 16:
-            raise ValueError(f"image_size {self.image_size} is too small; use >= 16 (128 for Bridge)")
+            raise ValueError(
+                f"image_size {self.image_size} is too small; use >= 16 (128 for Bridge)"
+            )
         substeps = 1.0 / (self.control_hz * PHYSICS_DT)
         if abs(substeps - round(substeps)) > 1e-9:
             raise ValueError(f"control_hz {self.control_hz} must divide 1 / {PHYSICS_DT} s evenly")
@@ -85,7 +87,9 @@ class WidowXSimEnv:
         m.body_pos[self._housing_body, :2] = self.layout.drawer_xy
         mujoco.mj_resetData(m, d)
         for i, spec in enumerate(L.OBJECTS):
-            self._place_object(d, i, self.layout.objects_xy[i], spec.half_height, self.layout.objects_yaw[i])
+            self._place_object(
+                d, i, self.layout.objects_xy[i], spec.half_height, self.layout.objects_yaw[i]
+            )
         d.qpos[self._drawer_qpos] = np.clip(drawer_opening, *L.DRAWER_RANGE)
         d.qpos[self._arm_qpos] = self._q_reset
         d.qpos[self._finger_qpos] = K.FINGER_RANGE[1]
@@ -177,7 +181,9 @@ class WidowXSimEnv:
         mujoco.mj_step(m, d, nstep=self._substeps - done)
         mujoco.mj_forward(m, d)
 
-    def _solve_ik(self, target: np.ndarray, q0: np.ndarray) -> tuple[np.ndarray, bool, tuple[float, float]]:
+    def _solve_ik(
+        self, target: np.ndarray, q0: np.ndarray
+    ) -> tuple[np.ndarray, bool, tuple[float, float]]:
         """Damped least squares on the tip site's Jacobian from q0; returns (q, success, errors)."""
         m, d = self.model, self._ik_data
         cfg = self.config
@@ -220,7 +226,9 @@ class WidowXSimEnv:
         if q.shape != (6,):
             raise ValueError(f"expected 6 arm joint angles {K.JOINT_NAMES}, got shape {q.shape}")
         if not K.within_limits(q):
-            raise ValueError(f"joint angles {q.tolist()} are outside the limits {K.JOINT_LIMITS.tolist()}")
+            raise ValueError(
+                f"joint angles {q.tolist()} are outside the limits {K.JOINT_LIMITS.tolist()}"
+            )
         self.data.qpos[self._arm_qpos] = q
         self.data.qvel[self._arm_dof] = 0.0
         self.data.ctrl[:6] = q
@@ -244,7 +252,9 @@ class WidowXSimEnv:
 
     def proprio(self) -> np.ndarray:
         """ee xyz, Bridge roll/pitch/yaw (relative to gripper down) and gripper opening (7,)."""
-        return np.append(pose_to_ee_state(self.ee_pose()), self.gripper_opening()).astype(np.float32)
+        return np.append(pose_to_ee_state(self.ee_pose()), self.gripper_opening()).astype(
+            np.float32
+        )
 
     # ---- rendering ---------------------------------------------------------------------------
     def _renderer(self, width: int, height: int):

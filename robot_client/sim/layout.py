@@ -65,19 +65,25 @@ def drawer_front_x(drawer_xy: np.ndarray, opening: float) -> float:
 
 def handle_position(drawer_xy: np.ndarray, opening: float) -> np.ndarray:
     """Centre of the drawer handle bar in the base frame."""
-    return np.array(
-        [drawer_front_x(drawer_xy, opening) - HANDLE_STANDOFF, drawer_xy[1], HANDLE_Z]
-    )
+    return np.array([drawer_front_x(drawer_xy, opening) - HANDLE_STANDOFF, drawer_xy[1], HANDLE_Z])
 
 
 def drawer_interior(drawer_xy: np.ndarray, opening: float) -> tuple[np.ndarray, np.ndarray]:
     """Low and high corners (base frame) of the drawer box's inside."""
     front = drawer_front_x(drawer_xy, opening)
     low = np.array(
-        [front + DRAWER_WALL, drawer_xy[1] - DRAWER_SIZE[1] / 2 + DRAWER_WALL, DRAWER_BOTTOM + DRAWER_WALL]
+        [
+            front + DRAWER_WALL,
+            drawer_xy[1] - DRAWER_SIZE[1] / 2 + DRAWER_WALL,
+            DRAWER_BOTTOM + DRAWER_WALL,
+        ]
     )
     high = np.array(
-        [front + DRAWER_SIZE[0] - DRAWER_WALL, drawer_xy[1] + DRAWER_SIZE[1] / 2 - DRAWER_WALL, DRAWER_BOTTOM + DRAWER_SIZE[2]]
+        [
+            front + DRAWER_SIZE[0] - DRAWER_WALL,
+            drawer_xy[1] + DRAWER_SIZE[1] / 2 - DRAWER_WALL,
+            DRAWER_BOTTOM + DRAWER_SIZE[2],
+        ]
     )
     return low, high
 
@@ -95,7 +101,12 @@ def sample_layout(rng: np.random.Generator) -> Layout:
         drawer_xy = np.array([rng.uniform(0.36, 0.40), rng.uniform(0.11, 0.16)])
         plate_xy = np.array([rng.uniform(0.24, 0.34), rng.uniform(-0.10, -0.05)])
         # the drawer's keep-out box covers the housing, the fully open drawer and the handle reach
-        keep_low = np.array([drawer_xy[0] - HOUSING_SIZE[0] / 2 - DRAWER_RANGE[1] - HANDLE_STANDOFF - 0.05, drawer_xy[1] - HOUSING_SIZE[1] / 2 - 0.05])
+        keep_low = np.array(
+            [
+                drawer_xy[0] - HOUSING_SIZE[0] / 2 - DRAWER_RANGE[1] - HANDLE_STANDOFF - 0.05,
+                drawer_xy[1] - HOUSING_SIZE[1] / 2 - 0.05,
+            ]
+        )
         keep_high = np.array([drawer_xy[0] + HOUSING_SIZE[0] / 2 + 0.02, 1.0])
         placed: list[np.ndarray] = []
         for _ in range(400):

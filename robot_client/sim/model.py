@@ -124,13 +124,29 @@ def _drawer_xml() -> str:
         _box("drawer_floor", (x0 + dd / 2, 0, z0 + dt / 2), (dd / 2, dw / 2, dt / 2), paint),
         _box("drawer_front", (x0 + dt / 2, 0, z0 + dh / 2), (dt / 2, dw / 2, dh / 2), paint),
         _box("drawer_back", (x0 + dd - dt / 2, 0, z0 + dh / 2), (dt / 2, dw / 2, dh / 2), paint),
-        _box("drawer_left", (x0 + dd / 2, dw / 2 - dt / 2, z0 + dh / 2), (dd / 2, dt / 2, dh / 2), paint),
-        _box("drawer_right", (x0 + dd / 2, -dw / 2 + dt / 2, z0 + dh / 2), (dd / 2, dt / 2, dh / 2), paint),
+        _box(
+            "drawer_left",
+            (x0 + dd / 2, dw / 2 - dt / 2, z0 + dh / 2),
+            (dd / 2, dt / 2, dh / 2),
+            paint,
+        ),
+        _box(
+            "drawer_right",
+            (x0 + dd / 2, -dw / 2 + dt / 2, z0 + dh / 2),
+            (dd / 2, dt / 2, dh / 2),
+            paint,
+        ),
     ]
     so, hl, hz = L.HANDLE_STANDOFF, L.HANDLE_HALF_LENGTH, L.HANDLE_Z
     metal = "0.7 0.7 0.75 1"
     handle = [
-        _box("handle_bar", (x0 - so, 0, hz), (0.006, hl, 0.006), metal, 'friction="1.5 0.02 0.002" condim="4"'),
+        _box(
+            "handle_bar",
+            (x0 - so, 0, hz),
+            (0.006, hl, 0.006),
+            metal,
+            'friction="1.5 0.02 0.002" condim="4"',
+        ),
         _box("handle_post_l", (x0 - so / 2, hl - 0.006, hz), (so / 2, 0.005, 0.005), metal),
         _box("handle_post_r", (x0 - so / 2, -hl + 0.006, hz), (so / 2, 0.005, 0.005), metal),
     ]

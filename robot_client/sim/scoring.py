@@ -55,7 +55,12 @@ def in_drawer(state: SceneState, index: int) -> bool:
     # an object lying on the floor has its centre at least ~1 cm above it; lower means it is on
     # the table under the drawer's footprint, not in it
     above_floor = pos[2] >= low[2] + 0.005
-    return bool(np.all(pos[:2] >= low[:2]) and np.all(pos[:2] <= high[:2]) and above_floor and pos[2] <= high[2])
+    return bool(
+        np.all(pos[:2] >= low[:2])
+        and np.all(pos[:2] <= high[:2])
+        and above_floor
+        and pos[2] <= high[2]
+    )
 
 
 def _pnp_count(task: Task) -> int:
@@ -90,4 +95,6 @@ def task_object_count(task_name: str) -> int:
         return _pnp_count(get_task(task_name))
     if task_name in DRAWER_TASKS:
         return int(task_name == "open_drawer_place")
-    raise TaskError(f"no simulation scorer for task '{task_name}'; the twin scores {', '.join(SCORED_TASKS)}")
+    raise TaskError(
+        f"no simulation scorer for task '{task_name}'; the twin scores {', '.join(SCORED_TASKS)}"
+    )

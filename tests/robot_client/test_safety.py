@@ -34,7 +34,9 @@ def test_workspace_clipping_and_target_pose():
     target = safety.target_pose(current, np.array([0.05, 0.02, -0.05, 0, 0, 0.1, 1]))
     np.testing.assert_allclose(target[:3, 3], [0.45, 0.02, -0.01])  # x and z clipped to the box
     # the rotation delta is about the base z axis, applied on the left
-    np.testing.assert_allclose(target[:3, :3], rpy_to_matrix([0, 0, 0.1]) @ GRIPPER_DOWN, atol=1e-12)
+    np.testing.assert_allclose(
+        target[:3, :3], rpy_to_matrix([0, 0, 0.1]) @ GRIPPER_DOWN, atol=1e-12
+    )
 
 
 def test_sticky_gripper_needs_consistent_commands():

@@ -10,7 +10,9 @@ from robot_client.sim import datagen
 
 
 def _run(out, *extra):
-    return datagen.main(["--out", str(out), "--episodes", "3", "--episodes-per-shard", "2", "--seed", "5", *extra])
+    return datagen.main(
+        ["--out", str(out), "--episodes", "3", "--episodes-per-shard", "2", "--seed", "5", *extra]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -25,9 +27,17 @@ def test_dataset_loads_and_records_its_settings(dataset_dir):
     meta = json.loads((dataset_dir / "dataset.json").read_text())
     assert meta["format"] == "mqe-canonical" and meta["version"] == 1
     assert meta["observation"] == {"kind": "image", "shape": [128, 128, 3], "dtype": "uint8"}
-    assert meta["action_dim"] == 7 and meta["control_hz"] == 5.0 and meta["source"] == "mqe-sim-data"
-    assert meta["seed"] == 5 and meta["settings"]["noise"] == 0.1 and meta["settings"]["workers"] == 1
-    assert sorted(p.name for p in dataset_dir.iterdir()) == ["dataset.json", "shard-00000.npz", "shard-00001.npz"]
+    assert (
+        meta["action_dim"] == 7 and meta["control_hz"] == 5.0 and meta["source"] == "mqe-sim-data"
+    )
+    assert (
+        meta["seed"] == 5 and meta["settings"]["noise"] == 0.1 and meta["settings"]["workers"] == 1
+    )
+    assert sorted(p.name for p in dataset_dir.iterdir()) == [
+        "dataset.json",
+        "shard-00000.npz",
+        "shard-00001.npz",
+    ]
     assert data.observations.shape[1:] == (128, 128, 3) and data.proprio.shape[1] == 7
     assert len(data.trajectory_lengths) == 3 == meta["num_episodes"]
     assert [e["length"] for e in meta["episodes"]] == data.trajectory_lengths.tolist()

@@ -34,7 +34,9 @@ def test_recorded_episode_is_consistent(env):
     n = len(ep.actions)
     assert ep.success and 10 < n < 120
     assert ep.images.shape == (n, 128, 128, 3) and ep.proprio.shape == (n, 7)
-    assert np.all(np.abs(ep.actions[:, :3]) <= 0.05 + 1e-6) and np.all(np.abs(ep.actions[:, 3:6]) <= 0.25 + 1e-6)
+    assert np.all(np.abs(ep.actions[:, :3]) <= 0.05 + 1e-6) and np.all(
+        np.abs(ep.actions[:, 3:6]) <= 0.25 + 1e-6
+    )
     assert set(np.unique(ep.actions[:, 6])) <= {0.0, 1.0}
     # the gripper closes on the object and lets go of it on the plate
     g = ep.actions[:, 6]

@@ -116,7 +116,13 @@ def test_goal_images_move_the_objects_and_restore_the_state(env):
     pos = state.objects_pos.copy()
     for i, xy in zip(env.task_objects, slots, strict=True):
         pos[i] = [*xy, L.PLATE_TOP + L.OBJECTS[i].half_height]
-    assert scoring.score("double_pnp", scoring.SceneState(pos, state.plate_xy, state.drawer_xy, 0.0, env.task_objects)) == 2
+    assert (
+        scoring.score(
+            "double_pnp",
+            scoring.SceneState(pos, state.plate_xy, state.drawer_xy, 0.0, env.task_objects),
+        )
+        == 2
+    )
 
 
 def test_step_before_reset_says_what_to_do():

@@ -69,13 +69,19 @@ def test_open_drawer_place():
 def test_max_points_come_from_eval_protocols(tmp_path, monkeypatch):
     tasks = load_tasks()
     for name in scoring.SCORED_TASKS:
-        full = _state(on_plate=(2, 0, 3, 1)) if name in scoring.PNP_TASKS else _state(opening=0.09, in_drawer=2)
+        full = (
+            _state(on_plate=(2, 0, 3, 1))
+            if name in scoring.PNP_TASKS
+            else _state(opening=0.09, in_drawer=2)
+        )
         assert scoring.score(name, full) == tasks[name].max_points
     with pytest.raises(TaskError, match="unknown task"):
         scoring.score("no_such_task", _state())
     # a lab's own task is known to eval_protocols, but the twin cannot score it: say so
     extra = tmp_path / "lab.toml"
-    extra.write_text('[stack_cups]\nmax_points = 2\ndescription = "Stack."\nscoring = "2 if stacked."\n')
+    extra.write_text(
+        '[stack_cups]\nmax_points = 2\ndescription = "Stack."\nscoring = "2 if stacked."\n'
+    )
     monkeypatch.setenv("MQE_TASKS", str(extra))
     with pytest.raises(TaskError, match="no simulation scorer for task 'stack_cups'"):
         scoring.score("stack_cups", _state())
