@@ -53,7 +53,8 @@ class WidowXSimEnv:
         self.config = config or SimConfig()
         self.task = task
         self.task_object_count = scoring.task_object_count(task)  # raises on an unscorable task
-        self.max_points = scoring.get_task(task).max_points
+        self._task = scoring.get_task(task)
+        self.max_points = self._task.max_points
         self.model = mujoco.MjModel.from_xml_string(build_mjcf())
         self.data = mujoco.MjData(self.model)
         self._ik_data = mujoco.MjData(self.model)
@@ -132,7 +133,7 @@ class WidowXSimEnv:
 
     def score(self) -> int:
         """Points of the current scene for this env's task."""
-        return scoring.score(self.task, self.scene_state())
+        return scoring.score_task(self._task, self.scene_state())
 
     # ---- stepping ---------------------------------------------------------------------------
     def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:

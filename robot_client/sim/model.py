@@ -174,7 +174,7 @@ def _objects_xml() -> str:
             f"""
     <body name="{o.name}" pos="{x} -0.12 {o.half_height}">
       <freejoint name="{o.name}_joint"/>
-      <geom {geom} mass="0.03" rgba="{_f(o.rgba)}" friction="1.2 0.02 0.002" condim="4"/>
+      <geom {geom} mass="0.03" rgba="{_f(o.rgba)}" friction="1.2 0.02 0.002"/>
     </body>"""
         )
     return "".join(out)
@@ -197,7 +197,7 @@ def build_mjcf() -> str:
   <compiler angle="degree" autolimits="true"/>
   <option timestep="{PHYSICS_DT}" integrator="implicitfast" cone="elliptic" impratio="5"/>
   <visual>
-    <quality shadowsize="0" offsamples="0"/>
+    <quality shadowsize="0" offsamples="0" numslices="12" numstacks="4" numquads="1"/>
     <global offwidth="640" offheight="480"/>
     <headlight ambient="0.45 0.45 0.45" diffuse="0.5 0.5 0.5" specular="0.05 0.05 0.05"/>
   </visual>
@@ -210,7 +210,7 @@ def build_mjcf() -> str:
   <worldbody>
     <light name="top" pos="0.3 0 1.2" dir="0 0 -1" diffuse="0.45 0.45 0.45" castshadow="false"/>
     <camera name="{CAMERA_NAME}" pos="{_f(CAMERA_POS)}" xyaxes="{_camera_xyaxes(CAMERA_POS, CAMERA_TARGET)}" fovy="{CAMERA_FOVY}"/>
-    <geom name="table" type="box" pos="0.3 0 -0.02" size="0.6 0.6 0.02" rgba="0.72 0.66 0.58 1"/>
+    <geom name="table" type="plane" pos="0.3 0 0" size="0.6 0.6 0.6" rgba="0.72 0.66 0.58 1"/>
     <geom name="wall" type="box" pos="-0.35 0 0.3" size="0.02 0.6 0.32" rgba="0.85 0.85 0.82 1" contype="0" conaffinity="0"/>
     <geom name="side_wall" type="box" pos="0.3 0.62 0.3" size="0.7 0.02 0.32" rgba="0.8 0.82 0.85 1" contype="0" conaffinity="0"/>
     <body name="plate" pos="0.3 -0.08 0">

@@ -69,7 +69,12 @@ def _pnp_count(task: Task) -> int:
 
 def score(task_name: str, state: SceneState) -> int:
     """Points the scene earns for `task_name`, as an operator would score it (0..max_points)."""
-    task = get_task(task_name)
+    return score_task(get_task(task_name), state)
+
+
+def score_task(task: Task, state: SceneState) -> int:
+    """`score` for an already loaded task (the twin scores every step; reading TOML each time costs)."""
+    task_name = task.name
     if task_name in PNP_TASKS:
         objects = state.task_objects[: _pnp_count(task)]
         if len(objects) < _pnp_count(task):
