@@ -7,6 +7,7 @@ without mujoco raises one clear line saying what to install.
 from __future__ import annotations
 
 import ctypes.util
+import glob
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -16,10 +17,20 @@ if TYPE_CHECKING:
     from robot_client.sim.env import SimConfig, WidowXSimEnv
 
 
+EGL_VENDOR_DIRS = ("/usr/share/glvnd/egl_vendor.d", "/etc/glvnd/egl_vendor.d")
+
+
+def _egl_usable() -> bool:
+    # libEGL alone is only the glvnd dispatcher; without a vendor (e.g. Debian libegl-mesa0 with
+    # libgl1-mesa-dri, or the NVIDIA driver) it cannot create a context
+    vendors = [f for d in EGL_VENDOR_DIRS for f in glob.glob(os.path.join(d, "*.json"))]
+    return bool(ctypes.util.find_library("EGL")) and bool(vendors)
+
+
 def select_gl_backend() -> str:
-    """Set MUJOCO_GL for headless rendering unless the user chose one: egl if present, else osmesa."""
+    """Set MUJOCO_GL for headless rendering unless the user chose one: egl if usable, else osmesa."""
     if not os.environ.get("MUJOCO_GL"):
-        os.environ["MUJOCO_GL"] = "egl" if ctypes.util.find_library("EGL") else "osmesa"
+        os.environ["MUJOCO_GL"] = "egl" if _egl_usable() else "osmesa"
     return os.environ["MUJOCO_GL"]
 
 

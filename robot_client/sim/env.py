@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import logging
+import weakref
 
 import numpy as np
 
@@ -18,6 +20,14 @@ mujoco = require_mujoco()
 logger = logging.getLogger(__name__)
 
 FRAME_ASPECT = 4 / 3  # the real camera's 640 x 480
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    # free GL contexts before interpreter teardown; osmesa's free fails noisily once modules are gone
+    for env in list(_LIVE):
+        env.close()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +85,7 @@ class WidowXSimEnv:
         self.ik_failures = 0  # IK failures since construction; step info also reports per step
         self.layout: L.Layout | None = None
         self.steps = 0
+        _LIVE.add(self)
 
     # ---- scene ------------------------------------------------------------------------------
     def reset(self, seed: int | None = None, drawer_opening: float = 0.0) -> dict[str, np.ndarray]:
