@@ -79,3 +79,13 @@ def ee_state_to_pose(state: np.ndarray) -> np.ndarray:
     pose[:3, :3] = rpy_to_matrix(state[3:6]) @ GRIPPER_DOWN
     pose[:3, 3] = state[:3]
     return pose
+
+
+def rotation_towards(current: np.ndarray, goal: np.ndarray, max_angle: float) -> np.ndarray:
+    """Bridge droll/dpitch/dyaw (applied on the left) turning `current` towards `goal` by at most
+    max_angle (rad)."""
+    w = matrix_to_rotvec(goal @ current.T)
+    n = np.linalg.norm(w)
+    if n > max_angle:
+        w = w * (max_angle / n)
+    return matrix_to_rpy(rotvec_to_matrix(w))

@@ -70,7 +70,7 @@ def _init_worker(image_size: int) -> None:
 
 def generate_episode(index: int, cfg: DataGenConfig) -> dict[str, Any]:
     """Record episode `index` (retrying with fresh scenes on failure); arrays plus its metadata."""
-    from robot_client.sim import demos
+    from robot_client.sim import demos, layout
 
     env = _ENV
     failures = 0
@@ -91,7 +91,7 @@ def generate_episode(index: int, cfg: DataGenConfig) -> dict[str, Any]:
                 "meta": {
                     "index": index,
                     "primitive": primitive,
-                    "object": demos.L.OBJECTS[obj].name if obj >= 0 else None,
+                    "object": layout.OBJECTS[obj].name if obj >= 0 else None,
                     "scene_seed": scene_seed,
                     "length": len(ep.actions),
                     "failed_attempts": failures,

@@ -14,8 +14,9 @@ import numpy as np
 
 from robot_client import safety
 from robot_client.sim import layout as L
-from robot_client.sim.env import WidowXSimEnv, rotation_towards
-from robot_client.transforms import GRIPPER_DOWN, rpy_to_matrix
+from robot_client.sim import scoring
+from robot_client.sim.env import WidowXSimEnv
+from robot_client.transforms import GRIPPER_DOWN, rotation_towards, rpy_to_matrix
 
 logger = logging.getLogger(__name__)
 
@@ -148,8 +149,6 @@ def waypoint_action(env: WidowXSimEnv, wp: Waypoint) -> np.ndarray:
 
 def succeeded(env: WidowXSimEnv, primitive: str, index: int) -> bool:
     """Whether the primitive's goal holds in the current scene."""
-    from robot_client.sim import scoring
-
     state = env.scene_state()
     if primitive == "pnp_plate":
         return scoring.on_plate(state, index)
@@ -170,7 +169,7 @@ def run_primitive(
     std as a fraction of the per-step bounds (0.05 m, 0.25 rad), added to the motion only."""
     scale = noise * np.array([safety.MAX_DELTA_XYZ] * 3 + [safety.MAX_DELTA_RPY] * 3)
     images, proprio, actions = [], [], []
-    obs = env._observation() if record else {"proprio": env.proprio()}
+    obs = env.observation() if record else {"proprio": env.proprio()}
     failures_before = env.ik_failures
     for wp in plan(env, primitive, index, rng):
         steps, held = 0, 0
@@ -194,7 +193,7 @@ def run_primitive(
             steps += 1
     success = succeeded(env, primitive, index)
     hold = np.zeros(7, dtype=np.float32)
-    hold[6] = env._sticky.state  # the final step holds still with the gripper as it is
+    hold[6] = env.gripper_command  # the final step holds still with the gripper as it is
     if record:
         images.append(obs["image"])
         proprio.append(obs["proprio"])

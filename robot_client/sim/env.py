@@ -14,7 +14,7 @@ from robot_client.sim import kinematics as K
 from robot_client.sim import layout as L
 from robot_client.sim import require_mujoco, scoring
 from robot_client.sim.model import CAMERA_NAME, FINGER_JOINTS, PHYSICS_DT, TIP_SITE, build_mjcf
-from robot_client.transforms import GRIPPER_DOWN, matrix_to_rotvec, pose_to_ee_state, rpy_to_matrix
+from robot_client.transforms import GRIPPER_DOWN, matrix_to_rotvec, pose_to_ee_state
 
 mujoco = require_mujoco()
 logger = logging.getLogger(__name__)
@@ -75,6 +75,7 @@ class WidowXSimEnv:
         self._finger_qpos = np.array([m.joint(n).qposadr[0] for n in FINGER_JOINTS])
         self._drawer_qpos = m.joint("drawer_slide").qposadr[0]
         self._object_qpos = np.array([m.joint(f"{o.name}_joint").qposadr[0] for o in L.OBJECTS])
+        self._object_dof = np.array([m.joint(f"{o.name}_joint").dofadr[0] for o in L.OBJECTS])
         self._plate_body = m.body("plate").id
         self._housing_body = m.body("drawer_housing").id
         self._substeps = round(1.0 / (self.config.control_hz * m.opt.timestep))
@@ -112,13 +113,13 @@ class WidowXSimEnv:
         mujoco.mj_step(m, d, nstep=50)  # let the objects settle onto the table
         mujoco.mj_forward(m, d)
         self.steps = 0
-        return self._observation()
+        return self.observation()
 
     def _place_object(self, d, index: int, xy: np.ndarray, z: float, yaw: float) -> None:
         adr = self._object_qpos[index]
         d.qpos[adr : adr + 3] = (xy[0], xy[1], z)
         d.qpos[adr + 3 : adr + 7] = (np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2))
-        d.qvel[self.model.joint(f"{L.OBJECTS[index].name}_joint").dofadr[0] :][:6] = 0.0
+        d.qvel[self._object_dof[index] : self._object_dof[index] + 6] = 0.0
 
     @property
     def task_objects(self) -> tuple[int, ...]:
@@ -165,7 +166,7 @@ class WidowXSimEnv:
         self._drive(q_goal)
         self.steps += 1
         points = self.score()
-        obs = self._observation()
+        obs = self.observation()
         info = {
             "ik_failed": not ok,
             "ik_error": err,
@@ -257,6 +258,11 @@ class WidowXSimEnv:
         pose[:3, 3] = self.data.site_xpos[self._site]
         return pose
 
+    @property
+    def gripper_command(self) -> float:
+        """The gripper command in force after the sticky filter (1 open, 0 closed)."""
+        return self._sticky.state
+
     def gripper_opening(self) -> float:
         """Measured finger opening, 0 closed .. 1 open."""
         lo, hi = K.FINGER_RANGE
@@ -291,7 +297,8 @@ class WidowXSimEnv:
         frame = self.render(round(size * FRAME_ASPECT), size)
         return cv2.resize(frame, (size, size), interpolation=cv2.INTER_AREA)
 
-    def _observation(self) -> dict[str, np.ndarray]:
+    def observation(self) -> dict[str, np.ndarray]:
+        """The current observation: 'image' (if rendering observations) and 'proprio'."""
         obs = {"proprio": self.proprio()}
         if self.config.render_observations:
             obs["image"] = self.render_observation()
@@ -332,17 +339,3 @@ class WidowXSimEnv:
         for r in self._renderers.values():
             r.close()
         self._renderers.clear()
-
-
-def rotation_towards(current: np.ndarray, goal: np.ndarray, max_angle: float) -> np.ndarray:
-    """Bridge droll/dpitch/dyaw that turns `current` towards `goal` by at most max_angle (rad)."""
-    from robot_client.transforms import matrix_to_rpy, rotvec_to_matrix
-
-    w = matrix_to_rotvec(goal @ current.T)
-    n = np.linalg.norm(w)
-    if n > max_angle:
-        w = w * (max_angle / n)
-    return matrix_to_rpy(rotvec_to_matrix(w))
-
-
-__all__ = ["SimConfig", "WidowXSimEnv", "rotation_towards", "rpy_to_matrix"]
