@@ -83,7 +83,7 @@ class WidowXSimEnv:
         self._renderers: dict[tuple[int, int], object] = {}
         self._sticky = safety.StickyGripper(self.config.sticky_steps)
         self._q_reset = self._solve_reset_joints()
-        self.ik_failures = 0  # IK failures since construction; step info also reports per step
+        self.ik_failures = 0  # IK failures since the last reset; step info reports each step's too
         self.layout: L.Layout | None = None
         self.steps = 0
         _LIVE.add(self)
@@ -109,6 +109,7 @@ class WidowXSimEnv:
         d.ctrl[:6] = self._q_reset
         d.ctrl[6:8] = K.FINGER_RANGE[1]
         self._sticky.reset(1.0)
+        self.ik_failures = 0
         mujoco.mj_forward(m, d)
         mujoco.mj_step(m, d, nstep=50)  # let the objects settle onto the table
         mujoco.mj_forward(m, d)

@@ -45,6 +45,7 @@ HANDLE_STANDOFF = 0.05  # m, handle bar distance in front of the drawer face (ro
 HANDLE_Z = DRAWER_BOTTOM + 0.033  # m, handle bar height above the table
 HANDLE_HALF_LENGTH = 0.04  # m, half the bar's length along y
 DRAWER_OPEN_THRESHOLD = 0.07  # m, opening that leaves room to put an object in (scoring)
+DRAWER_STOP_TOLERANCE = 0.002  # m, the stop is a soft constraint: a hard pull sinks into it ~0.3 mm
 
 
 @dataclasses.dataclass(frozen=True)

@@ -156,7 +156,7 @@ def _drawer_xml() -> str:
       {"".join(housing)}
       <body name="drawer">
         <inertial pos="{x0 + dd / 2} 0 {z0 + dh / 2}" mass="0.4" diaginertia="0.001 0.001 0.001"/>
-        <joint name="drawer_slide" type="slide" axis="-1 0 0" range="{lo} {hi}" damping="3" frictionloss="0.3" armature="0.05"/>
+        <joint name="drawer_slide" type="slide" axis="-1 0 0" range="{lo} {hi}" damping="3" frictionloss="0.3" armature="0.05" solreflimit="0.005 1"/>
         {"".join(box)}{"".join(handle)}
       </body>
     </body>"""

@@ -45,7 +45,11 @@ def on_plate(state: SceneState, index: int) -> bool:
 
 def drawer_open(state: SceneState) -> bool:
     """Whether the drawer is open far enough to take an object and still on its base."""
-    return bool(L.DRAWER_OPEN_THRESHOLD <= state.drawer_opening <= L.DRAWER_RANGE[1] + 1e-3)
+    return bool(
+        L.DRAWER_OPEN_THRESHOLD
+        <= state.drawer_opening
+        <= L.DRAWER_RANGE[1] + L.DRAWER_STOP_TOLERANCE
+    )
 
 
 def in_drawer(state: SceneState, index: int) -> bool:

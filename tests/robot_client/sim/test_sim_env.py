@@ -1,5 +1,6 @@
 """The twin's action interface, IK reporting, determinism and rendering."""
 
+import dataclasses
 import subprocess
 import sys
 
@@ -123,6 +124,30 @@ def test_goal_images_move_the_objects_and_restore_the_state(env):
         )
         == 2
     )
+
+
+def test_drawer_goal_images_and_the_stop():
+    from robot_client.sim import WidowXSimEnv, demos, scoring
+
+    e = WidowXSimEnv(task="open_drawer_place", seed=0)
+    e.reset(seed=12)
+    assert e.score() == 0
+    goal = e.goal_image()
+    assert np.abs(goal.astype(int) - e.render_observation().astype(int)).max() > 100
+    # grasp the handle as the demonstrator does, then pull far past the stop
+    rng = np.random.default_rng(0)
+    plan = demos.plan(e, "open_drawer", -1, rng)
+    pull = plan[3]
+    beyond = pull.xyz - [0.12, 0.0, 0.0]
+    for wp in [*plan[:3], dataclasses.replace(pull, xyz=beyond, max_steps=12)]:
+        for _ in range(wp.max_steps):
+            e.step(demos.waypoint_action(e, wp))
+    opening = e.scene_state().drawer_opening
+    assert (
+        L.DRAWER_OPEN_THRESHOLD <= opening <= L.DRAWER_RANGE[1] + L.DRAWER_STOP_TOLERANCE
+    )  # the stop held it
+    assert scoring.drawer_open(e.scene_state()) and e.score() == 1
+    e.close()
 
 
 def test_step_before_reset_says_what_to_do():
