@@ -42,3 +42,24 @@ def test_recorded_episode_is_consistent(env):
     g = ep.actions[:, 6]
     assert g[0] == 1.0 and g.min() == 0.0 and g[-1] == 1.0
     np.testing.assert_array_equal(ep.actions[-1, :6], 0.0)  # the final step holds still
+
+
+@pytest.mark.parametrize("task", ["double_pnp", "open_drawer_place"])
+def test_chained_primitives_earn_full_points(task):
+    """Scorers on real physics: chaining the demonstrators solves the composite tasks."""
+    from robot_client.sim import SimConfig, WidowXSimEnv
+
+    env = WidowXSimEnv(task=task, seed=3, config=SimConfig(render_observations=False))
+    env.reset()
+    rng = np.random.default_rng(0)
+    steps = (
+        [("pnp_plate", i) for i in env.task_objects]
+        if task == "double_pnp"
+        else [("open_drawer", -1), ("pnp_drawer", env.task_objects[0])]
+    )
+    points = []
+    for primitive, index in steps:
+        demos.run_primitive(env, primitive, index, rng, record=False)
+        points.append(env.score())
+    assert points == [1, 2]
+    env.close()
