@@ -20,9 +20,9 @@ FINGER_JOINTS = ("left_finger", "right_finger")
 
 # Fixed third-person camera like the Bridge setup's: across the table, facing the robot,
 # looking down at the workspace.
-CAMERA_POS = np.array([0.72, -0.36, 0.52])
-CAMERA_TARGET = np.array([0.25, 0.04, 0.0])
-CAMERA_FOVY = 48.0  # deg, vertical, for the 4:3 frame
+CAMERA_POS = np.array([0.64, -0.30, 0.40])
+CAMERA_TARGET = np.array([0.26, 0.04, 0.05])
+CAMERA_FOVY = 45.0  # deg, vertical, for the 4:3 frame
 
 _ARM = 'rgba="0.12 0.12 0.13 1"'
 _GRIP = 'rgba="0.25 0.25 0.27 1"'
