@@ -156,7 +156,12 @@ class WidowXSimEnv:
         target = safety.target_pose(self.ee_pose(), action)
         q_now = self.data.qpos[self._arm_qpos].copy()
         q_goal, ok, err = self._solve_ik(target, q_now)
+        reason = None
         if not ok:
+            at_limit = np.isclose(q_goal, K.JOINT_LIMITS[:, 0]) | np.isclose(
+                q_goal, K.JOINT_LIMITS[:, 1]
+            )
+            reason = "joint_limit" if at_limit.any() else "unreachable"
             # as the real arm (set_ee_pose_matrix -> success False): do not move, count, report
             self.ik_failures += 1
             logger.debug("IK failed for target %s (error %.4f m / %.4f rad)", target[:3, 3], *err)
@@ -170,7 +175,8 @@ class WidowXSimEnv:
         obs = self.observation()
         info = {
             "ik_failed": not ok,
-            "ik_error": err,
+            "ik_error": err,  # (m, rad) from the target after the iterations
+            "ik_failure_reason": reason,  # None, "joint_limit" or "unreachable"
             "ik_failures": self.ik_failures,
             "points": points,
             "gripper_command": gripper,

@@ -59,6 +59,7 @@ def test_ik_failure_is_reported_and_the_arm_holds(env):
         q = env.joint_positions()
         _, _, _, _, info = env.step(np.array([0, 0, 0, 0, -0.25, 0, 1.0]))
         failed.append(info["ik_failed"])
+        assert (info["ik_failure_reason"] is not None) == info["ik_failed"]
         if info["ik_failed"]:
             np.testing.assert_allclose(env.joint_positions(), q, atol=2e-3)  # did not move
     assert any(failed)
