@@ -17,6 +17,10 @@ from robot_client.sim.model import CAMERA_NAME, FINGER_JOINTS, PHYSICS_DT, TIP_S
 from robot_client.transforms import GRIPPER_DOWN, matrix_to_rotvec, pose_to_ee_state
 
 mujoco = require_mujoco()
+try:
+    import cv2  # the same area resize as the real client's camera path
+except ImportError:
+    raise RuntimeError("opencv not installed: pip install 'mqe-deploy[sim]'") from None
 logger = logging.getLogger(__name__)
 
 FRAME_ASPECT = 4 / 3  # the real camera's 640 x 480
@@ -298,8 +302,6 @@ class WidowXSimEnv:
     def render_observation(self, size: int | None = None) -> np.ndarray:
         """Square policy image: the 4:3 camera view squeezed to size x size with area averaging,
         the same geometry the real client gets by resizing its 640 x 480 frame."""
-        import cv2
-
         size = size or self.config.image_size
         frame = self.render(round(size * FRAME_ASPECT), size)
         return cv2.resize(frame, (size, size), interpolation=cv2.INTER_AREA)

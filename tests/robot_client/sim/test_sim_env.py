@@ -168,3 +168,10 @@ def test_missing_mujoco_is_one_clear_line():
     assert out.returncode == 1
     assert "mujoco not installed: pip install 'mqe-deploy[sim]'" in out.stderr
     assert "Traceback" not in out.stderr
+    code = (
+        "import sys; sys.modules['mujoco'] = None\n"
+        "import robot_client.sim as sim\n"
+        "try:\n    sim.WidowXSimEnv\nexcept RuntimeError as e:\n    print(e)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "mujoco not installed: pip install 'mqe-deploy[sim]'"
