@@ -269,7 +269,7 @@ class MQEAgent(flax.struct.PyTreeNode):
         grads, info = jax.grad(self.total_loss, has_aux=True)(self.params, batch)
         updates, opt_state = _optimizer(self.config).update(grads, self.opt_state, self.params)
         params = optax.apply_updates(self.params, updates)
-        info["grad/norm"] = optax.global_norm(grads)
+        info["grad/norm"] = optax.tree.norm(grads)
         return self.replace(params=params, opt_state=opt_state, step=self.step + 1), info
 
     @jax.jit

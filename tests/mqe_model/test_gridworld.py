@@ -1,0 +1,31 @@
+import numpy as np
+import pytest
+
+from mqe_model.toy.gridworld import GridMaze, GridworldConfig, train_and_evaluate
+
+
+def test_maze_distances_are_shortest_paths():
+    maze = GridMaze(("#####", "#...#", "#.#.#", "#####"))
+    # Cells: (1,1) (2,1) (3,1) (1,2) (3,2); (1,2) to (3,2) goes around the top: 4 moves.
+    a, b = maze.index[(1, 2)], maze.index[(3, 2)]
+    assert maze.distances[a, b] == 4 == maze.distances[b, a]
+    assert np.all(maze.distances >= 0)
+
+
+def test_actions_move_along_the_larger_component():
+    maze = GridMaze(("#####", "#...#", "#.#.#", "#####"))
+    start = np.array([maze.index[(2, 1)]] * 3)
+    moved = maze.step(start, np.array([[0.9, -0.2], [-0.3, 0.1], [0.1, 0.8]]))
+    # +x -> (3,1); -x -> (1,1); +y from (2,1) hits the wall at (2,2) and stays.
+    assert [maze.cells[s] for s in moved] == [(3, 1), (1, 1), (2, 1)]
+
+
+@pytest.mark.slow
+def test_mqe_learns_the_maze_and_stitches_far_goals():
+    """The paper's claim on a problem with known answers: offline random-walk data in, a distance
+    that ranks like the shortest path and a policy that reaches goals the data's walk does not."""
+    result = train_and_evaluate(GridworldConfig())
+    assert result.spearman >= 0.9
+    assert result.random_walk_success_far <= 0.05
+    assert result.policy_success_far >= 0.5
+    assert result.critic_greedy_success_far >= 0.7
