@@ -53,17 +53,20 @@ def mrn_pairwise_naive(x: jax.Array, y: jax.Array, num_components: int = 8) -> j
 
 @jax.custom_vjp
 def _pairwise_max_diff(xa: jax.Array, ya: jax.Array) -> jax.Array:
-    """max_k (xa[..., b, c, k] - ya[..., f, c, k]) -> (..., B, F, C)."""
+    """max_k (xa[..., b, c, k] - ya[..., f, c, k]), laid out as (..., C, B, F)."""
     return _max_and_argmax(xa, ya)[0]
 
 
 def _max_and_argmax(xa: jax.Array, ya: jax.Array) -> tuple[jax.Array, jax.Array]:
-    # A running maximum over k, unrolled: XLA turns it into one elementwise kernel per output
-    # element instead of a reduction over a materialised (..., B, F, C, K) difference tensor.
-    best = xa[..., :, None, :, 0] - ya[..., None, :, :, 0]
+    # A running maximum over k, unrolled: XLA turns it into one elementwise kernel instead of a
+    # reduction over a materialised (..., B, F, C, K) difference tensor. With the other set's
+    # index F last, neighbouring threads read neighbouring ya values (coalesced loads).
+    xa_t = jnp.moveaxis(xa, -3, -1)  # (..., C, K, B)
+    ya_t = jnp.moveaxis(ya, -3, -1)  # (..., C, K, F)
+    best = xa_t[..., 0, :, None] - ya_t[..., 0, None, :]
     arg = jnp.zeros(best.shape, _index_dtype(xa.shape[-1]))
     for k in range(1, xa.shape[-1]):
-        d = xa[..., :, None, :, k] - ya[..., None, :, :, k]
+        d = xa_t[..., k, :, None] - ya_t[..., k, None, :]
         better = d > best
         best = jnp.where(better, d, best)
         arg = jnp.where(better, jnp.asarray(k, arg.dtype), arg)
@@ -80,19 +83,19 @@ def _pairwise_max_diff_fwd(xa, ya):
 
 
 def _pairwise_max_diff_bwd(res, g):
-    arg, size = res
+    arg, size = res  # arg and g: (..., C, B, F)
     # The gradient reaches only the arg-max coordinate of each pair: grad_xa[b, c, k] sums g over
-    # the pairs (b, f, c) whose arg-max is k. Moving the summed axis last makes each sum a
-    # contiguous row reduction over a one-hot built on the fly, never stored.
+    # the pairs (b, f, c) whose arg-max is k. With the summed axis last, each sum is a contiguous
+    # row reduction over a one-hot built on the fly, never stored.
     ks = jnp.arange(size, dtype=arg.dtype)
 
     def scatter(g_t: jax.Array, arg_t: jax.Array) -> jax.Array:
-        hit = arg_t[..., None, :] == ks[:, None]  # (..., C, K, summed)
-        return jnp.sum(jnp.where(hit, g_t[..., None, :], 0.0), axis=-1)
+        hit = arg_t[..., None, :] == ks[:, None]  # (..., C, rows, K, summed)
+        summed = jnp.sum(jnp.where(hit, g_t[..., None, :], 0.0), axis=-1)  # (..., C, rows, K)
+        return jnp.swapaxes(summed, -3, -2)  # (..., rows, C, K)
 
-    grad_xa = scatter(jnp.swapaxes(g, -2, -1), jnp.swapaxes(arg, -2, -1))  # (..., B, C, F) -> (..., B, C, K)
-    g_f = jnp.moveaxis(g, -3, -1)  # (..., F, C, B)
-    grad_ya = -scatter(g_f, jnp.moveaxis(arg, -3, -1))
+    grad_xa = scatter(g, arg)
+    grad_ya = -scatter(jnp.swapaxes(g, -2, -1), jnp.swapaxes(arg, -2, -1))
     return grad_xa, grad_ya
 
 
@@ -104,13 +107,14 @@ def mrn_pairwise(x: jax.Array, y: jax.Array, num_components: int = 8) -> jax.Arr
     """All-pairs MRN distance, (..., B, D) x (..., C, D) -> (..., B, C), memory-lean (see module doc)."""
     x_asym, x_sym = _split(x, num_components)
     y_asym, y_sym = _split(y, num_components)
-    asym = jax.nn.relu(_pairwise_max_diff(x_asym, y_asym))  # (..., B, C, components)
+    # Everything below is laid out (..., components, B, C) so the last axis is the second set.
+    asym = jax.nn.relu(_pairwise_max_diff(x_asym, y_asym))
     x_sq = jnp.sum(jnp.square(x_sym), axis=-1)  # (..., B, components)
     y_sq = jnp.sum(jnp.square(y_sym), axis=-1)
     cross = jnp.einsum(
-        "...bnk,...cnk->...bcn", x_sym, y_sym, precision=jax.lax.Precision.HIGHEST
+        "...bnk,...cnk->...nbc", x_sym, y_sym, precision=jax.lax.Precision.HIGHEST
     )
-    sq = x_sq[..., :, None, :] + y_sq[..., None, :, :] - 2.0 * cross
+    sq = jnp.swapaxes(x_sq, -2, -1)[..., :, None] + jnp.swapaxes(y_sq, -2, -1)[..., None, :]
     # Rounding can push |x - y|^2 slightly below zero when x is close to y.
-    sym = jnp.sqrt(jnp.maximum(sq, 0.0) + EPS)
-    return jnp.mean(asym + sym, axis=-1) / math.sqrt(x.shape[-1])
+    sym = jnp.sqrt(jnp.maximum(sq - 2.0 * cross, 0.0) + EPS)
+    return jnp.mean(asym + sym, axis=-3) / math.sqrt(x.shape[-1])
