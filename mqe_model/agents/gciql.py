@@ -175,7 +175,9 @@ class GCIQLAgent(flax.struct.PyTreeNode):
             "critic": Critic(config).init(k_critic, obs, obs, actions)["params"],
             "actor": Actor(config, action_dim).init(k_actor, obs, obs)["params"],
         }
-        return cls(params=params, target_critic=params["critic"],
+        # A copy, not the same buffers: the train step donates the agent's arrays.
+        target = jax.tree_util.tree_map(jnp.copy, params["critic"])
+        return cls(params=params, target_critic=target,
                    opt_state=_optimizer(config).init(params), rng=rng,
                    step=jnp.zeros((), jnp.int32), config=config, action_dim=action_dim)
 
