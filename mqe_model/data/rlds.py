@@ -5,9 +5,10 @@ A TFDS RLDS dataset directory (e.g. `bridge_dataset/1.0.0/`) holds `dataset_info
 episode, a serialized `tf.train.Example` whose features are the episode's `steps` flattened with
 '/' (`steps/action`: float list of T * 7, `steps/is_last`: int64 list of T,
 `steps/observation/image_0`: T encoded JPEG/PNG images, ...). This module reads that layout with a
-small protobuf decoder and OpenCV for the images, so the training stack needs no TensorFlow; the
-`bridge` extra (`pip install -e ".[bridge]"`) brings `tensorflow-datasets` for users who want to
-inspect or build such datasets with it. `write_episodes` writes the same layout (tests use it).
+small protobuf decoder and OpenCV for the images, so the training stack needs no TensorFlow (the
+`bridge` extra, `pip install -e ".[bridge]"`, brings OpenCV). `write_episodes` writes the same
+layout (tests use it). Episodes of fewer than 2 steps are skipped with a warning: the published
+data has a few, and they hold no transition to learn from.
 """
 
 from __future__ import annotations
