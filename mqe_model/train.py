@@ -226,6 +226,8 @@ def train(cfg: TrainConfig, setup: RunSetup) -> Any:
         if primary:
             truncate_after(cfg.workdir / METRICS_FILE, start)
         logger.info("resumed %s at step %d", cfg.workdir, start)
+        if start >= cfg.steps:
+            logger.info("the run is already at step %d >= --steps %d: nothing to do", start, cfg.steps)
 
     data = setup.data
     metadata = lambda step: checkpoints.build_metadata(  # noqa: E731
