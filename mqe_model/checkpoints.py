@@ -169,8 +169,16 @@ def read_metadata(step_dir: Path) -> dict[str, Any]:
 
 
 def restore_params(step_dir: Path) -> Any:
-    """Only the `params` item of a step directory (no optimizer state), as host-side arrays."""
+    """Only the `params` item of a step directory (no optimizer state), on this process's first
+    device, whatever mesh the trainer used (so a 2-GPU run serves from one GPU)."""
+    path = (step_dir / "params").absolute()
+    checkpointer = ocp.StandardCheckpointer()
+    device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     try:
-        return ocp.StandardCheckpointer().restore((step_dir / "params").absolute())
-    except (ValueError, FileNotFoundError, KeyError) as e:
-        raise CheckpointError(f"{step_dir / 'params'}: cannot read the parameters ({e})") from None
+        tree = checkpointer.metadata(path).item_metadata
+        target = jax.tree_util.tree_map(
+            lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), tree
+        )
+        return checkpointer.restore(path, target)
+    except (ValueError, FileNotFoundError, KeyError, AttributeError) as e:
+        raise CheckpointError(f"{path}: cannot read the parameters ({e})") from None

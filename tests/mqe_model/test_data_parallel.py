@@ -40,3 +40,20 @@ def test_two_devices_match_one():
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "same parameters" in result.stdout
+
+
+def test_a_two_device_checkpoint_serves_from_one_device():
+    workdir = TMP / "dp" / "dp2"
+    if not workdir.exists():
+        test_two_devices_match_one()
+    code = (
+        "import sys, jax, numpy as np; from mqe_model.policy import load_policy; "
+        "p = load_policy(sys.argv[1]); assert jax.device_count() == 1; "
+        "obs = np.zeros((2, 6), np.float32); a, d = p.act_fn(p.params, obs, obs); "
+        "assert a.shape == (2, 3) and np.all(np.isfinite(d))"
+    )
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    env.pop("XLA_FLAGS", None)
+    result = subprocess.run([sys.executable, "-c", code, str(workdir)], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
