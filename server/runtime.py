@@ -57,6 +57,7 @@ class PolicyRuntime:
     """A loaded policy with its compiled act function per batch bucket."""
 
     policy: Policy  # weights, config, metadata and the pure act function
+    name: str  # the name clients use (`--policy NAME=...`)
     buckets: tuple[int, ...]  # compiled batch sizes, ascending
     device: Any  # the jax device the weights live on and the act function runs on
     max_pixels: int = DEFAULT_MAX_PIXELS  # larger images (array or decoded) are refused
@@ -69,11 +70,13 @@ class PolicyRuntime:
 
     @classmethod
     def load(cls, checkpoint_dir: str | Path, buckets: tuple[int, ...] = DEFAULT_BUCKETS,
-             device: Any = None, max_pixels: int = DEFAULT_MAX_PIXELS) -> PolicyRuntime:
+             device: Any = None, max_pixels: int = DEFAULT_MAX_PIXELS,
+             name: str = "default") -> PolicyRuntime:
         """Load a checkpoint, compile the act function for every bucket and warm it up."""
         policy = load_policy(checkpoint_dir)
         device = device if device is not None else jax.local_devices()[0]
-        runtime = cls(policy, tuple(sorted(set(buckets))), device, max_pixels, Path(checkpoint_dir))
+        runtime = cls(policy, name, tuple(sorted(set(buckets))), device, max_pixels,
+                      Path(checkpoint_dir))
         runtime._params = jax.device_put(policy.params, device)
         start = time.perf_counter()
         for size in runtime.buckets:
@@ -83,8 +86,8 @@ class PolicyRuntime:
             obs = np.zeros((size, *policy.observation_shape), runtime.observation_dtype)
             jax.block_until_ready(runtime._compiled[size](runtime._params, obs, obs))
         runtime.warmup_s = time.perf_counter() - start
-        logger.info("policy %s step %d ready on %s: buckets %s compiled and warmed in %.1f s",
-                    policy.agent_name, policy.step, device, runtime.buckets, runtime.warmup_s)
+        logger.info("policy %s (%s step %d) ready on %s: buckets %s compiled and warmed in %.1f s",
+                    name, policy.agent_name, policy.step, device, runtime.buckets, runtime.warmup_s)
         return runtime
 
     def _compile(self, size: int) -> Any:

@@ -14,6 +14,9 @@ import dataclasses
 import ipaddress
 import os
 from pathlib import Path
+from typing import Annotated
+
+import tyro
 
 DEFAULT_BUCKETS = (1, 2, 4, 8, 16, 32)
 ENV_PREFIX = "MQE_SERVE_"
@@ -29,11 +32,11 @@ class SettingsError(ValueError):
 class ServeSettings:
     """Inference server configuration (see README, 'Serving a policy')."""
 
-    policy: tuple[str, ...] = ()  # NAME=CHECKPOINT_DIR, repeatable; a step dir, checkpoints root or workdir
+    policy: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()  # NAME=CHECKPOINT_DIR, repeatable; a step dir, checkpoints root or workdir
     default_policy: str | None = None  # policy used when a request names none (needed with several)
     host: str = "127.0.0.1"  # address to bind; anything but loopback needs --token or --insecure
     port: int = 8000  # TCP port
-    token: str | None = None  # bearer token clients must send (also env MQE_SERVER_TOKEN)
+    token: str | None = dataclasses.field(default=None, repr=False)  # bearer token clients must send (also env MQE_SERVER_TOKEN)
     insecure: bool = False  # allow a non-loopback --host without a token (trusted networks only)
     max_body_bytes: int = 8 * 2**20  # larger request bodies get 413
     max_image_pixels: int = 4096 * 4096  # larger decoded images get 422 invalid_image
@@ -144,8 +147,6 @@ def defaults_from_env(environ: dict[str, str] | None = None) -> ServeSettings:
 
 def parse(argv: list[str] | None = None, environ: dict[str, str] | None = None) -> ServeSettings:
     """Settings from the command line over the environment; SettingsError on a bad combination."""
-    import tyro
-
     defaults = defaults_from_env(environ)
     settings = tyro.cli(ServeSettings, args=argv, default=defaults, prog="mqe-serve",
                         description="Serve MQE / GCBC / GCIQL checkpoints over HTTP (wire protocol v1).")
