@@ -307,6 +307,8 @@ def create_app(settings: ServeSettings, loader: Loader = load_runtimes) -> FastA
             body = await read_message(request, state)
             act_request = protocol.ActRequest.from_wire(body)
             name, runtime = state.resolve_policy(act_request.policy)
+            size = int(request.headers.get("content-length") or 0)
+            observation = await off_loop_if_large(size, lambda: runtime.prepare(act_request.image))
             if act_request.goal_id is not None:
                 try:
                     goal = state.goals.get(act_request.goal_id, name)
@@ -314,10 +316,8 @@ def create_app(settings: ServeSettings, loader: Loader = load_runtimes) -> FastA
                 except ProtocolError:
                     metrics.goal_cache.labels("miss").inc()
                     raise
-            size = int(request.headers.get("content-length") or 0)
-            if act_request.goal_id is None:
+            else:
                 goal = await off_loop_if_large(size, lambda: runtime.encode_goal(act_request.goal_image))
-            observation = await off_loop_if_large(size, lambda: runtime.prepare(act_request.image))
             decoded = time.perf_counter()
             future = state.batchers[name].submit(runtime, observation, goal)
             state.pending.withdraw()
