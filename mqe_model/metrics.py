@@ -33,13 +33,13 @@ class MetricsWriter:
             try:
                 from tensorboardX import SummaryWriter
             except ImportError:
-                raise RuntimeError("--tensorboard needs tensorboardX: pip install tensorboardX") from None
+                raise ValueError("--tensorboard needs tensorboardX: pip install tensorboardX") from None
             self._tb = SummaryWriter(str(workdir / "tensorboard"))
         if enabled and wandb_project:
             try:
                 import wandb
             except ImportError:
-                raise RuntimeError("--wandb-project needs wandb: pip install wandb") from None
+                raise ValueError("--wandb-project needs wandb: pip install wandb") from None
             self._wandb = wandb.init(project=wandb_project, config=run_config, dir=str(workdir))
 
     def write(self, step: int, values: dict[str, Any]) -> None:

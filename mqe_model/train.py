@@ -11,6 +11,7 @@ and the problem, and exit code 2.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import logging
 import shutil
 import sys
@@ -29,6 +30,7 @@ from mqe_model.checkpoints import CheckpointError
 from mqe_model.data.augment import AUGMENTATIONS, DEFAULT_PROB, augment_batch
 from mqe_model.data.dataset import DatasetError
 from mqe_model.data.prepare import PreparedData, prepare
+from mqe_model.evaluation import EvaluationUnavailable, make_env
 from mqe_model.metrics import METRICS_FILE, MetricsWriter, truncate_after
 from mqe_model.parallel import DataParallel, maybe_initialize_distributed
 
@@ -108,6 +110,11 @@ def resolve_agent_config(cfg: TrainConfig) -> Any:
 def prepare_run(cfg: TrainConfig) -> RunSetup:
     """Check the command line, the workdir and the data; build the agent config. Writes nothing."""
     agent_config = resolve_agent_config(cfg)
+    for wanted, module in ((cfg.tensorboard, "tensorboardX"), (cfg.wandb_project, "wandb")):
+        if wanted and importlib.util.find_spec(module) is None:
+            raise RunError(f"logging to {module} was asked for but it is not installed: pip install {module}")
+    if cfg.eval_env:
+        make_env(cfg.eval_env)  # one line now, not a failure after the first checkpoint
     ckpt_root = cfg.workdir / "checkpoints"
     steps = checkpoints.step_dirs(ckpt_root)
     existing = bool(steps) or any((cfg.workdir / f).exists() for f in RUN_FILES)
@@ -288,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         maybe_initialize_distributed()
         setup = prepare_run(cfg)
         train(cfg, setup)
-    except (RunError, DatasetError, CheckpointError) as e:
+    except (RunError, DatasetError, CheckpointError, EvaluationUnavailable) as e:
         print(f"mqe-train: error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -25,7 +25,8 @@ def _area_resize_numpy(image: np.ndarray, height: int, width: int) -> np.ndarray
 
     rows = weights(image.shape[0], height)
     cols = weights(image.shape[1], width)
-    out = np.einsum("ij,jkc,lk->ilc", rows, image.astype(np.float64), cols)
+    out = np.tensordot(rows, image.astype(np.float64), axes=(1, 0))  # (height, W, C)
+    out = np.tensordot(out, cols, axes=(1, 1)).transpose(0, 2, 1)  # (height, width, C)
     return np.clip(np.rint(out), 0, 255).astype(np.uint8)
 
 

@@ -40,8 +40,11 @@ def detect_format(path: Path) -> str:
     return "canonical" if path.is_dir() else "ogbench_npz"
 
 
-def load_any(path: str | Path) -> tuple[Dataset, str]:
-    """Load any supported format; returns the canonical Dataset and the format name."""
+def load_any(path: str | Path, image_size: int | None = None) -> tuple[Dataset, str]:
+    """Load any supported format; returns the canonical Dataset and the format name.
+
+    RLDS images are resized to `image_size` while decoding (the published 256 x 256 frames of
+    BridgeData V2 would not fit in memory otherwise); other formats are resized by `prepare`."""
     path = Path(path)
     if not path.exists():
         raise DatasetError(f"{path}: no such file or directory")
@@ -49,7 +52,7 @@ def load_any(path: str | Path) -> tuple[Dataset, str]:
     if fmt == "rlds":
         from mqe_model.data.rlds import load_rlds
 
-        return load_rlds(path), fmt
+        return load_rlds(path, image_size=image_size), fmt
     return load_dataset(path), fmt
 
 
@@ -66,7 +69,7 @@ def fingerprint(dataset: Dataset) -> str:
 def prepare(path: str | Path, image_size: int | None = None,
             expected_action_dim: int | None = None) -> PreparedData:
     """Load `path`, check it, resize images to `image_size` (None keeps them) and normalize actions."""
-    raw, fmt = load_any(path)
+    raw, fmt = load_any(path, image_size)
     if expected_action_dim is not None and raw.action_dim != expected_action_dim:
         raise DatasetError(
             f"{path}: actions are {raw.action_dim}-d but the run expects {expected_action_dim}-d "

@@ -1,0 +1,116 @@
+"""Steps/s of the full `mqe-train` loop (data sampling, prefetch, augmentation included) against the
+bare jitted update on device-resident batches, and the data-parallel scaling over devices.
+
+    python benchmarks/train_throughput.py --preset tiny                       # CPU smoke run
+    python benchmarks/train_throughput.py --preset ogbench_state              # one GPU
+    python benchmarks/train_throughput.py --preset bridge --devices 1 2       # ResNet-34 x2, 128px, 2 GPUs
+
+Data is synthetic with the shapes of the real thing (scene-play: 40-d states, 5-d actions; Bridge:
+128 x 128 RGB, 7-d actions), written once to a temporary directory and read by the real loader.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import tyro
+
+from mqe_model import train
+from mqe_model.agents import registry
+from mqe_model.batches import BatchStream
+from mqe_model.parallel import DataParallel
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchConfig:
+    """What to measure."""
+
+    preset: str = "tiny"  # agent preset: tiny (CPU), ogbench_state, bridge
+    agent: str = "mqe"  # mqe, gcbc or gciql
+    devices: tuple[int, ...] = (1,)  # device counts to measure the loop on (scaling)
+    steps: int = 400  # updates per loop measurement (after warm-up)
+    updates_per_dispatch: int = 20  # updates per jitted call
+    data_workers: int = 4  # sampling threads of the loop
+    episodes: int = 100  # synthetic trajectories
+    length: int = 50  # steps per trajectory
+
+
+def write_data(root: Path, cfg: BenchConfig, images: bool) -> Path:
+    """Synthetic data in the canonical layout with the real shapes."""
+    rng = np.random.default_rng(0)
+    n = cfg.episodes * cfg.length
+    terminals = np.zeros(n, bool)
+    terminals[cfg.length - 1 :: cfg.length] = True
+    if images:
+        observations = rng.integers(0, 256, size=(n, 128, 128, 3), dtype=np.uint8)
+        action_dim, shape = 7, [128, 128, 3]
+    else:
+        observations = rng.normal(size=(n, 40)).astype(np.float32)
+        action_dim, shape = 5, [40]
+    actions = rng.uniform(-1, 1, size=(n, action_dim)).astype(np.float32)
+    root.mkdir(parents=True, exist_ok=True)
+    np.savez(root / "shard-00000.npz", observations=observations, actions=actions, terminals=terminals)
+    (root / "dataset.json").write_text(json.dumps({"format": "mqe-canonical", "version": 1,
+                                                   "observation": {"shape": shape}, "action_dim": action_dim}))
+    return root
+
+
+def loop_rate(cfg: BenchConfig, data: Path, workdir: Path, devices: int) -> float:
+    """Median steps/s of the training loop between metric lines, warm-up excluded."""
+    log_every = cfg.updates_per_dispatch * 5
+    run = train.TrainConfig(
+        data=data, workdir=workdir, agent=cfg.agent, preset=cfg.preset, overwrite=True,
+        steps=cfg.steps + 2 * log_every, updates_per_dispatch=cfg.updates_per_dispatch,
+        log_every=log_every, save_every=0, devices=devices, data_workers=cfg.data_workers,
+        progress=False, image_size=None)
+    train.train(run, train.prepare_run(run))
+    lines = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
+    return float(np.median([x["perf/steps_per_s"] for x in lines[2:]]))
+
+
+def bare_rate(cfg: BenchConfig, data: Path, iters: int = 10) -> float:
+    """Steps/s of the jitted update alone on one device, batches already there."""
+    run = train.TrainConfig(data=data, workdir=Path("unused"), agent=cfg.agent, preset=cfg.preset)
+    setup = train.prepare_run(run)
+    parallel = DataParallel(1)
+    sampler = registry.make_sampler(cfg.agent, setup.data.dataset, setup.agent_config)
+    stream = BatchStream(sampler, setup.agent_config.batch_size, 0, 1, parallel)
+    batches = next(iter(stream([(0, cfg.updates_per_dispatch)])))[2]
+    agent = train.create_agent(run, setup, sampler.sample(np.random.default_rng(0), 2))
+    kind, prob = train.augmentation(run, setup.agent_config)
+    step = train.make_train_step(kind, prob, 1)
+    key = jax.random.PRNGKey(0)
+    for _ in range(2):
+        agent, info = step(agent, batches, key)
+    jax.block_until_ready(agent)
+    start = time.perf_counter()
+    for _ in range(iters):
+        agent, info = step(agent, batches, key)
+    jax.block_until_ready(agent)
+    return iters * cfg.updates_per_dispatch / (time.perf_counter() - start)
+
+
+def main(cfg: BenchConfig) -> None:
+    """Print one table row per measurement."""
+    images = cfg.preset in ("bridge", "ogbench_pixel")
+    with tempfile.TemporaryDirectory() as tmp:
+        data = write_data(Path(tmp) / "data", cfg, images)
+        print(f"device: {jax.devices()[0].device_kind} x {jax.device_count()}; {cfg.agent} {cfg.preset}")
+        bare = bare_rate(cfg, data)
+        print(f"bare update (1 device): {bare:.1f} steps/s")
+        rates = {}
+        for n in cfg.devices:
+            rates[n] = loop_rate(cfg, data, Path(tmp) / f"run{n}", n)
+            print(f"full loop, {n} device(s): {rates[n]:.1f} steps/s "
+                  f"({rates[n] / bare:.0%} of the bare update; x{rates[n] / rates[cfg.devices[0]]:.2f} "
+                  f"vs {cfg.devices[0]} device(s))")
+
+
+if __name__ == "__main__":
+    main(tyro.cli(BenchConfig))

@@ -1,0 +1,25 @@
+"""OGBench evaluation hook: worker processes, 5 tasks, deterministic actions (needs `ogbench`)."""
+
+from __future__ import annotations
+
+import pytest
+from train_helpers import TMP, run_args, write_state_npz
+
+from mqe_model import train
+
+pytest.importorskip("ogbench", reason="the evaluation hook needs `pip install ogbench` (and MuJoCo)")
+
+
+def test_training_with_evaluation_logs_success_rates():
+    import json
+
+    # pointmaze-medium: 2-d positions and 2-d actions, so a tiny policy trained on random walks fits.
+    data = write_state_npz(TMP / "maze.npz", episodes=4, length=20, obs_dim=2, action_dim=2)
+    workdir = TMP / "eval-run"
+    args = run_args(workdir, data, "gcbc", 10, "--eval-env", "pointmaze-medium-navigate-v0",
+                    "--eval-every", "10", "--eval-episodes", "1", "--eval-workers", "2")
+    assert train.main(args) == 0
+    lines = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
+    evals = [x for x in lines if "eval/success" in x]
+    assert len(evals) == 1 and evals[0]["step"] == 10
+    assert all(0 <= evals[0][f"eval/task{i}_success"] <= 1 for i in range(1, 6))
