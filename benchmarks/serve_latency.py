@@ -1,0 +1,187 @@
+"""Serving latency: a real `mqe-serve` on loopback driven by N simulated robots at a fixed rate.
+
+    python -m benchmarks.serve_latency --preset bridge --robots 1 --seconds 20
+    python -m benchmarks.serve_latency --checkpoint runs/mqe --robots 100 --seconds 30   # on a GPU
+
+With `--preset`, a randomly initialised checkpoint of that MQE preset is written first through the
+checkpoint API (untrained weights: the timing is that of the real network, the actions mean
+nothing). Each robot uploads its goal once, then sends a 128x128 frame (already resized, as the
+client does) every 1/hz seconds on its own keep-alive connection. Prints p50/p90/p99 round trip,
+the server's stage times (from the replies), and the ratio of the p50 round trip to the bare
+`PolicyRuntime.act` time measured in this process on the same checkpoint (batch 1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import tyro
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class Args:
+    """Serving latency benchmark."""
+
+    checkpoint: Path | None = None  # a checkpoint to serve; None: a random one of --preset
+    preset: str = "bridge"  # MQE preset of the random checkpoint (bridge: ResNet-34 at 128x128)
+    set: tuple[str, ...] = ()  # config overrides of the random checkpoint, e.g. encoder=impala_tiny
+    image_size: int = 128  # image size of the random checkpoint
+    robots: int = 1  # simulated robots, each on its own connection
+    seconds: float = 20.0  # measured duration
+    hz: float = 5.0  # request rate of each robot
+    warmup_s: float = 2.0  # requests in the first seconds are not counted
+    bare_runs: int = 50  # PolicyRuntime.act calls timed in-process for the ratio
+    buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32)  # server batch buckets
+    compilation_cache: Path = Path("~/.cache/mqe-deploy/jax")  # shared with mqe-serve
+    port: int = 0  # loopback port of the server; 0 picks a free one
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now (so we never measure somebody else's server)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100) of values."""
+    return float(np.percentile(np.asarray(values), q)) if values else float("nan")
+
+
+def bare_act_ms(checkpoint: Path, size: int, runs: int) -> tuple[float, float]:
+    """(median ms of PolicyRuntime.act at batch 1, seconds to load and warm)."""
+    from server.runtime import PolicyRuntime
+
+    start = time.perf_counter()
+    runtime = PolicyRuntime.load(checkpoint, buckets=(1,))
+    load_s = time.perf_counter() - start
+    rng = np.random.default_rng(0)
+    goal = runtime.encode_goal(rng.integers(0, 256, (size, size, 3), dtype=np.uint8))
+    frames = [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(8)]
+    times = []
+    for i in range(runs):
+        t = time.perf_counter()
+        runtime.act(frames[i % 8], goal)
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times), load_s
+
+
+def robot(url: str, size: int, args: Args, stop_at: float, count_from: float, index: int,
+          out: list, errors: list) -> None:
+    """One robot: upload a goal, then act at `hz` until `stop_at`."""
+    from server import protocol
+
+    rng = np.random.default_rng(index)
+    frames = [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(4)]
+    headers = {"Content-Type": protocol.CONTENT_TYPE}
+    period = 1.0 / args.hz
+    with httpx.Client(base_url=url, timeout=10) as client:
+        reply = client.post("/v1/goals", content=protocol.packb({"image": frames[0]}), headers=headers)
+        goal_id = protocol.unpackb(reply.content)["goal_id"]
+        time.sleep(rng.uniform(0, period))  # robots are not in phase
+        step, next_at = 0, time.perf_counter()
+        while (now := time.perf_counter()) < stop_at:
+            if now < next_at:
+                time.sleep(next_at - now)
+            next_at += period
+            body = protocol.packb({"image": frames[step % 4], "goal_id": goal_id, "seq": step,
+                                   "episode_id": f"bench-{index}", "step": step})
+            t = time.perf_counter()
+            try:
+                reply = client.post("/v1/act", content=body, headers=headers)
+            except httpx.HTTPError as e:
+                errors.append(repr(e))
+                continue
+            rtt = (time.perf_counter() - t) * 1000
+            if reply.status_code != 200:
+                errors.append(f"{reply.status_code} {reply.content[:200]!r}")
+            elif t >= count_from:
+                timing = protocol.unpackb(reply.content)["timing"]
+                out.append((rtt, timing["decode_ms"], timing["infer_ms"], timing["total_ms"]))
+            step += 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print a compact summary."""
+    args = tyro.cli(Args, args=argv)
+    checkpoint = args.checkpoint
+    if checkpoint is None:
+        from server.random_checkpoint import write_random_checkpoint
+
+        workdir = Path(tempfile.mkdtemp(prefix="serve-bench-"))
+        checkpoint = write_random_checkpoint(workdir, "mqe", args.preset, args.set, args.image_size)
+    from mqe_model.checkpoints import read_metadata, resolve_step_dir
+
+    image = read_metadata(resolve_step_dir(checkpoint))["image"]
+    size = image["height"] if image else args.image_size
+    port = args.port or free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "server", "--policy", f"bench={checkpoint}", "--port", str(port),
+           "--compilation-cache", str(args.compilation_cache.expanduser()), "--log-level", "warning",
+           "--batch-buckets", *map(str, args.buckets)]
+    started = time.perf_counter()
+    server = subprocess.Popen(cmd, env=env, cwd=REPO)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        while True:
+            if server.poll() is not None:
+                print(f"server exited with code {server.returncode}", file=sys.stderr)
+                return 1
+            try:
+                if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        ready_s = time.perf_counter() - started
+        samples: list = []
+        errors: list = []
+        now = time.perf_counter()
+        stop_at, count_from = now + args.warmup_s + args.seconds, now + args.warmup_s
+        threads = [threading.Thread(target=robot, args=(url, size, args, stop_at, count_from, i, samples, errors))
+                   for i in range(args.robots)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        batch_line = [x for x in httpx.get(url + "/metrics").text.splitlines()
+                      if x.startswith("mqe_batch_size_sum") or x.startswith("mqe_batch_size_count")]
+    finally:
+        server.terminate()
+        server.wait(15)
+    bare_ms, load_s = bare_act_ms(checkpoint, size, args.bare_runs)
+    rtt = [s[0] for s in samples]
+    mean_batch = float("nan")
+    if len(batch_line) == 2:
+        total, count = (float(x.split()[-1]) for x in sorted(batch_line, reverse=True))
+        mean_batch = total / max(count, 1)
+    print(f"checkpoint {checkpoint} ({args.preset if args.checkpoint is None else 'given'}), "
+          f"{args.robots} robot(s) at {args.hz} Hz for {args.seconds:.0f} s, image {size}x{size}")
+    print(f"cold start to ready: {ready_s:.1f} s (compilation cache {args.compilation_cache})")
+    print(f"requests: {len(rtt)} ok, {len(errors)} errors" + (f" (first: {errors[0]})" if errors else ""))
+    print(f"round trip ms: p50 {percentile(rtt, 50):.2f}  p90 {percentile(rtt, 90):.2f}  "
+          f"p99 {percentile(rtt, 99):.2f}  max {max(rtt, default=float('nan')):.2f}")
+    for i, name in ((1, "decode"), (2, "infer"), (3, "server total")):
+        values = [s[i] for s in samples]
+        print(f"server {name} ms: p50 {percentile(values, 50):.2f}  p99 {percentile(values, 99):.2f}")
+    print(f"mean batch size: {mean_batch:.2f}")
+    print(f"bare PolicyRuntime.act (batch 1, in-process): {bare_ms:.2f} ms (load+warm {load_s:.1f} s)")
+    print(f"ratio p50 round trip / bare act: {percentile(rtt, 50) / bare_ms:.3f}")
+    return 0 if not errors else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
