@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     image = read_metadata(resolve_step_dir(checkpoint))["image"]
     size = image["height"] if image else args.image_size
     port = args.port or free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # Keep whatever PYTHONPATH the caller set (e.g. packages unpacked beside the repo).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     cmd = [sys.executable, "-m", "server", "--policy", f"bench={checkpoint}", "--port", str(port),
            "--compilation-cache", str(args.compilation_cache.expanduser()), "--log-level", "warning",
            "--batch-buckets", *map(str, args.buckets)]

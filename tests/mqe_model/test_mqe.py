@@ -199,7 +199,7 @@ def test_bridge_preset_matches_the_paper():
     assert (c.batch_size, c.latent_dim, tuple(c.critic_hidden_dims), c.gamma, c.lam, c.p_next) == (
         128, 256, (256, 256, 256), 0.98, 0.95, 0.2
     )
-    assert c.encoder == "resnet34" and c.num_components == 8
+    assert c.encoder == "resnet34_bf16" and c.num_components == 8
 
 
 def test_bad_configs_are_rejected_with_the_fix():
