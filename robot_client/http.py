@@ -177,7 +177,7 @@ class PolicyClient:
         except httpx.TransportError as e:
             raise ServerError("unreachable", f"{type(e).__name__}: {e}") from None
         if reply.status_code >= 400:
-            err = ErrorBody.from_wire(_json_or_none(reply))
+            err = ErrorBody.from_wire(_json_or_none(reply) or _msgpack_or_none(reply))
             raise ServerError(err.code, f"/v1/metadata: HTTP {reply.status_code} {err.code}: {err.message}",
                               err.retryable)
         meta = _json_or_none(reply)
@@ -256,6 +256,13 @@ class PolicyClient:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _msgpack_or_none(reply: httpx.Response) -> Any:
+    try:
+        return unpackb(reply.content)
+    except ProtocolError:
+        return None
 
 
 def _json_or_none(reply: httpx.Response) -> Any:
