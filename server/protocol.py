@@ -39,7 +39,27 @@ class ErrorCode:
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"  # not application/msgpack (415)
     UNAUTHORIZED = "unauthorized"  # bad or missing bearer token (401)
     NOT_READY = "not_ready"  # still loading or compiling (503, retryable)
+    NOT_FOUND = "not_found"  # no such endpoint (404)
+    METHOD_NOT_ALLOWED = "method_not_allowed"  # the endpoint exists but not for this method (405)
     INTERNAL = "internal"  # a server fault (500); never for bad input
+
+
+# HTTP status of each error code.
+STATUS_OF_CODE = {
+    ErrorCode.MALFORMED: 422,
+    ErrorCode.INVALID_IMAGE: 422,
+    ErrorCode.INVALID_VALUE: 422,
+    ErrorCode.MISSING_FIELD: 422,
+    ErrorCode.UNKNOWN_POLICY: 404,
+    ErrorCode.UNKNOWN_GOAL: 404,
+    ErrorCode.PAYLOAD_TOO_LARGE: 413,
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE: 415,
+    ErrorCode.UNAUTHORIZED: 401,
+    ErrorCode.NOT_READY: 503,
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.METHOD_NOT_ALLOWED: 405,
+    ErrorCode.INTERNAL: 500,
+}
 
 
 class ProtocolError(ValueError):
@@ -148,10 +168,13 @@ def _image_field(body: dict, name: str) -> np.ndarray | bytes:
             raise ProtocolError(ErrorCode.INVALID_IMAGE, f"'{name}' is empty")
         return value
     if isinstance(value, np.ndarray):
+        if value.ndim == 1 and value.dtype.kind == "f":
+            return value  # the state vector of a state-based policy; the server checks its size
         if value.dtype != np.uint8 or value.ndim != 3 or value.shape[-1] != 3:
             raise ProtocolError(
                 ErrorCode.INVALID_IMAGE,
-                f"'{name}' must be an RGB uint8 array (H, W, 3) or PNG/JPEG bytes, "
+                f"'{name}' must be an RGB uint8 array (H, W, 3) or PNG/JPEG bytes (or, for a "
+                f"state policy, a float32 vector), "
                 f"got {value.dtype} {value.shape}",
             )
         if value.shape[0] == 0 or value.shape[1] == 0:
@@ -175,7 +198,7 @@ def _as_map(body: Any) -> dict:
 class GoalRequest:
     """POST /v1/goals: upload a goal image once; the server answers a goal_id."""
 
-    image: np.ndarray | bytes  # RGB uint8 (H, W, 3) or PNG/JPEG bytes, any size
+    image: np.ndarray | bytes  # RGB uint8 (H, W, 3) or PNG/JPEG bytes, any size; float32 state vector for state policies
     policy: str | None = None  # which loaded policy the goal is for; None: the only/default one
 
     def to_wire(self) -> dict:
@@ -213,7 +236,7 @@ class GoalResponse:
 class ActRequest:
     """POST /v1/act: one observation; the goal by id (preferred) or as an image."""
 
-    image: np.ndarray | bytes  # current camera frame: RGB uint8 (H, W, 3) or PNG/JPEG bytes
+    image: np.ndarray | bytes  # current camera frame: RGB uint8 (H, W, 3) or PNG/JPEG bytes; float32 state vector for state policies
     goal_id: str | None = None  # from /v1/goals
     goal_image: np.ndarray | bytes | None = None  # the goal itself, when no goal_id is given
     policy: str | None = None  # which loaded policy acts; None: the only/default one

@@ -1,0 +1,143 @@
+"""Goal-conditioned behaviour cloning (GCBC): the whole agent in one file.
+
+A Gaussian policy with constant standard deviation (OGBench's GCBC default), trained by maximum
+likelihood on the data's actions towards goals drawn uniformly from the same trajectory's future.
+With an image encoder the observation and the goal are stacked channel-wise before it (early
+fusion, as BridgeData V2's GCBC); with states they are concatenated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import flax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+
+from mqe_model.networks.encoders import make_encoder
+from mqe_model.networks.mlp import GaussianActorHead, gaussian_log_prob
+
+Batch = dict[str, jax.Array]
+
+
+@dataclasses.dataclass(frozen=True)
+class GCBCConfig:
+    """Hyperparameters of GCBC; presets come from `get_config(name)`."""
+
+    name: str = "ogbench_state"  # preset this config came from
+    lr: float = 3e-4  # Adam learning rate
+    batch_size: int = 256  # samples per update
+    actor_hidden_dims: Sequence[int] = (512, 512, 512)  # policy MLP widths
+    layer_norm: bool = True  # LayerNorm after each hidden GELU
+    actor_std: float = 1.0  # constant standard deviation of the Gaussian policy
+    encoder: str | None = None  # image encoder (early fusion of observation and goal) or None for states
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.lr <= 0 or self.actor_std <= 0:
+            raise ValueError("need batch_size >= 1, lr > 0 and actor_std > 0")
+
+
+class Actor(nn.Module):
+    """Policy mean from (observation, goal), fused early."""
+
+    config: GCBCConfig
+    action_dim: int
+
+    @nn.compact
+    def __call__(self, observations: jax.Array, goals: jax.Array) -> jax.Array:
+        c = self.config
+        encoder = make_encoder(c.encoder)
+        if encoder is None:
+            features = jnp.concatenate([observations, goals], axis=-1)
+        else:
+            features = encoder(jnp.concatenate([observations, goals], axis=-1))
+        return GaussianActorHead(c.actor_hidden_dims, self.action_dim, c.layer_norm)(features)
+
+
+def actor_mean(params: Any, observations: jax.Array, goals: jax.Array, config: GCBCConfig,
+               action_dim: int) -> jax.Array:
+    """The policy mean (unclipped, normalized action units) for inference."""
+    return Actor(config, action_dim).apply({"params": params["actor"]}, observations, goals)
+
+
+def actor_loss(params: Any, batch: Batch, config: GCBCConfig) -> tuple[jax.Array, dict]:
+    """-mean log pi(a | s, g); metrics under `actor/`."""
+    mean = actor_mean(params, batch["observations"], batch["actor_goals"], config,
+                      batch["actions"].shape[-1])
+    log_prob = gaussian_log_prob(mean, config.actor_std, batch["actions"])
+    loss = -jnp.mean(log_prob)
+    return loss, {
+        "actor/loss": loss,
+        "actor/log_prob": log_prob.mean(),
+        "actor/mse": jnp.mean(jnp.square(mean - batch["actions"])),
+    }
+
+
+def _optimizer(config: GCBCConfig) -> optax.GradientTransformation:
+    return optax.adam(config.lr)
+
+
+class GCBCAgent(flax.struct.PyTreeNode):
+    """Immutable GCBC agent: parameters, optimizer state, RNG, step and a static config."""
+
+    params: Any
+    opt_state: Any
+    rng: jax.Array
+    step: jax.Array
+    config: GCBCConfig = flax.struct.field(pytree_node=False)
+    action_dim: int = flax.struct.field(pytree_node=False)
+
+    @classmethod
+    def create(cls, seed: int, example_batch: dict[str, Any], config: GCBCConfig) -> GCBCAgent:
+        """Initialise parameters from the shapes of `example_batch`."""
+        rng, key = jax.random.split(jax.random.PRNGKey(seed))
+        obs = jnp.asarray(example_batch["observations"][:1])
+        action_dim = example_batch["actions"].shape[-1]
+        params = {"actor": Actor(config, action_dim).init(key, obs, obs)["params"]}
+        return cls(params=params, opt_state=_optimizer(config).init(params), rng=rng,
+                   step=jnp.zeros((), jnp.int32), config=config, action_dim=action_dim)
+
+    def _update(self, batch: Batch) -> tuple[GCBCAgent, dict]:
+        grads, info = jax.grad(actor_loss, has_aux=True)(self.params, batch, self.config)
+        updates, opt_state = _optimizer(self.config).update(grads, self.opt_state, self.params)
+        info["grad/norm"] = optax.global_norm(grads)
+        params = optax.apply_updates(self.params, updates)
+        return self.replace(params=params, opt_state=opt_state, step=self.step + 1), info
+
+    @jax.jit
+    def update(self, batch: Batch) -> tuple[GCBCAgent, dict]:
+        """One Adam step."""
+        return self._update(batch)
+
+    @jax.jit
+    def update_many(self, batches: Batch) -> tuple[GCBCAgent, dict]:
+        """Several updates in one dispatch over a leading axis of batches (lax.scan)."""
+        agent, infos = jax.lax.scan(lambda a, b: a._update(b), self, batches)
+        return agent, jax.tree_util.tree_map(lambda x: x[-1], infos)
+
+    @jax.jit
+    def sample_actions(self, observations: jax.Array, goals: jax.Array, seed: jax.Array,
+                       temperature: float = 0.0) -> jax.Array:
+        """Actions in [-1, 1]: the clipped mean at temperature 0, else mean + temperature * std * noise."""
+        mean = actor_mean(self.params, observations, goals, self.config, self.action_dim)
+        noise = jax.random.normal(seed, mean.shape) * self.config.actor_std * temperature
+        return jnp.clip(mean + noise, -1.0, 1.0)
+
+
+def get_config(name: str) -> GCBCConfig:
+    """A named preset: 'ogbench_state', 'ogbench_pixel', 'bridge' or 'tiny'."""
+    presets = {
+        "ogbench_state": GCBCConfig(name="ogbench_state"),
+        "ogbench_pixel": GCBCConfig(name="ogbench_pixel", encoder="impala_small"),
+        # BridgeData V2: ResNet-34 (GroupNorm) on observation and goal stacked channel-wise, MLP 256^3.
+        "bridge": GCBCConfig(name="bridge", batch_size=128, actor_hidden_dims=(256, 256, 256),
+                             encoder="resnet34"),
+        "tiny": GCBCConfig(name="tiny", batch_size=64, actor_hidden_dims=(64, 64)),
+    }
+    if name not in presets:
+        raise ValueError(f"unknown GCBC preset '{name}'; choose one of {sorted(presets)}")
+    return presets[name]

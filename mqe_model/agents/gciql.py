@@ -1,0 +1,230 @@
+"""Goal-conditioned implicit Q-learning (GCIQL): the whole agent in one file.
+
+Sparse goal-reaching reward: 0 when the state is the goal, -1 otherwise (mask 0 at the goal).
+V(s, g) is fitted by expectile regression towards min of the target Q heads; Q(s, a, g) towards
+r + gamma * mask * V(s', g); the actor by advantage-weighted regression (AWR), weights
+exp(temperature * (Q - V)) capped at 100, as BridgeData V2's GCIQL. Target Q by Polyak averaging.
+With an image encoder each network has its own encoder over observation and goal stacked
+channel-wise (early fusion, not shared, as BridgeData V2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import flax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+
+from mqe_model.networks.encoders import make_encoder
+from mqe_model.networks.mlp import MLP, GaussianActorHead, ensemble, gaussian_log_prob
+
+Batch = dict[str, jax.Array]
+
+
+@dataclasses.dataclass(frozen=True)
+class GCIQLConfig:
+    """Hyperparameters of GCIQL; presets come from `get_config(name)`."""
+
+    name: str = "ogbench_state"  # preset this config came from
+    lr: float = 3e-4  # Adam learning rate for all networks
+    batch_size: int = 256  # samples per update
+    value_hidden_dims: Sequence[int] = (512, 512, 512)  # V and Q MLP widths
+    actor_hidden_dims: Sequence[int] = (512, 512, 512)  # policy MLP widths
+    layer_norm: bool = True  # LayerNorm after each hidden GELU
+    gamma: float = 0.99  # discount per step
+    expectile: float = 0.9  # expectile of the value regression
+    temperature: float = 1.0  # AWR inverse temperature: weights exp(temperature * advantage)
+    tau: float = 0.005  # Polyak rate of the target Q network per update
+    actor_std: float = 1.0  # constant standard deviation of the Gaussian policy
+    p_current_goal: float = 0.2  # value goals: probability the goal is the state itself
+    p_trajectory_goal: float = 0.5  # value goals: probability of a Geom(1 - gamma) future state
+    p_random_goal: float = 0.3  # value goals: probability of a random dataset state
+    encoder: str | None = None  # image encoder (early fusion per network) or None for states
+
+    def __post_init__(self) -> None:
+        total = self.p_current_goal + self.p_trajectory_goal + self.p_random_goal
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"p_current_goal + p_trajectory_goal + p_random_goal = {total}; must be 1")
+        if not (0 < self.gamma < 1 and 0 < self.expectile < 1 and 0 < self.tau <= 1):
+            raise ValueError("need 0 < gamma < 1, 0 < expectile < 1 and 0 < tau <= 1")
+
+
+class GoalFeatures(nn.Module):
+    """Features of (observation, goal): an early-fusion image encoder or a plain concatenation."""
+
+    encoder: str | None
+
+    @nn.compact
+    def __call__(self, observations: jax.Array, goals: jax.Array) -> jax.Array:
+        stacked = jnp.concatenate([observations, goals], axis=-1)
+        encoder = make_encoder(self.encoder)
+        return stacked if encoder is None else encoder(stacked)
+
+
+class Value(nn.Module):
+    """V(s, g), one head."""
+
+    config: GCIQLConfig
+
+    @nn.compact
+    def __call__(self, observations: jax.Array, goals: jax.Array) -> jax.Array:
+        c = self.config
+        features = GoalFeatures(c.encoder)(observations, goals)
+        return MLP(c.value_hidden_dims, 1, c.layer_norm)(features)[..., 0]
+
+
+class Critic(nn.Module):
+    """Q(s, a, g), two ensemble heads over one encoder: (2, B)."""
+
+    config: GCIQLConfig
+
+    @nn.compact
+    def __call__(self, observations: jax.Array, goals: jax.Array, actions: jax.Array) -> jax.Array:
+        c = self.config
+        features = GoalFeatures(c.encoder)(observations, goals)
+        heads = ensemble(MLP, 2)(c.value_hidden_dims, 1, c.layer_norm)
+        return heads(jnp.concatenate([features, actions], axis=-1))[..., 0]
+
+
+class Actor(nn.Module):
+    """Policy mean from (observation, goal)."""
+
+    config: GCIQLConfig
+    action_dim: int
+
+    @nn.compact
+    def __call__(self, observations: jax.Array, goals: jax.Array) -> jax.Array:
+        c = self.config
+        features = GoalFeatures(c.encoder)(observations, goals)
+        return GaussianActorHead(c.actor_hidden_dims, self.action_dim, c.layer_norm)(features)
+
+
+def actor_mean(params: Any, observations: jax.Array, goals: jax.Array, config: GCIQLConfig,
+               action_dim: int) -> jax.Array:
+    """The policy mean (unclipped, normalized action units) for inference."""
+    return Actor(config, action_dim).apply({"params": params["actor"]}, observations, goals)
+
+
+def expectile_loss(diff: jax.Array, expectile: float) -> jax.Array:
+    """Asymmetric squared loss: weight `expectile` where diff >= 0, 1 - expectile elsewhere."""
+    weight = jnp.where(diff >= 0, expectile, 1.0 - expectile)
+    return weight * jnp.square(diff)
+
+
+def losses(params: Any, target_critic: Any, batch: Batch, config: GCIQLConfig) -> tuple[jax.Array, dict]:
+    """Value + critic + actor losses (each network only gets its own loss's gradient)."""
+    c = config
+    obs, actions = batch["observations"], batch["actions"]
+    value, critic = Value(c), Critic(c)
+    # Value: expectile regression towards the target Q.
+    q_target = jnp.min(critic.apply({"params": target_critic}, obs, batch["value_goals"], actions), 0)
+    v = value.apply({"params": params["value"]}, obs, batch["value_goals"])
+    value_loss = expectile_loss(q_target - v, c.expectile).mean()
+    # Critic: one-step backup through V(s', g), with no gradient into V.
+    next_v = value.apply({"params": jax.lax.stop_gradient(params["value"])},
+                         batch["next_observations"], batch["value_goals"])
+    backup = batch["rewards"] + c.gamma * batch["masks"] * next_v
+    q = critic.apply({"params": params["critic"]}, obs, batch["value_goals"], actions)
+    critic_loss = jnp.square(q - backup[None]).sum(0).mean()
+    # Actor: AWR on the actor goals, critic and value frozen.
+    frozen = jax.lax.stop_gradient({"critic": params["critic"], "value": params["value"]})
+    q_pi = jnp.min(critic.apply({"params": frozen["critic"]}, obs, batch["actor_goals"], actions), 0)
+    v_pi = value.apply({"params": frozen["value"]}, obs, batch["actor_goals"])
+    weights = jnp.minimum(jnp.exp(c.temperature * (q_pi - v_pi)), 100.0)
+    mean = actor_mean(params, obs, batch["actor_goals"], c, actions.shape[-1])
+    log_prob = gaussian_log_prob(mean, c.actor_std, actions)
+    actor_loss = -jnp.mean(weights * log_prob)
+    info = {
+        "value/loss": value_loss, "value/v": v.mean(),
+        "critic/loss": critic_loss, "critic/q": q.mean(),
+        "actor/loss": actor_loss, "actor/adv": (q_pi - v_pi).mean(),
+        "actor/weight": weights.mean(), "actor/mse": jnp.mean(jnp.square(mean - actions)),
+    }
+    return value_loss + critic_loss + actor_loss, info
+
+
+def _optimizer(config: GCIQLConfig) -> optax.GradientTransformation:
+    return optax.adam(config.lr)
+
+
+class GCIQLAgent(flax.struct.PyTreeNode):
+    """Immutable GCIQL agent: parameters, target critic, optimizer state, RNG, step, static config."""
+
+    params: Any
+    target_critic: Any
+    opt_state: Any
+    rng: jax.Array
+    step: jax.Array
+    config: GCIQLConfig = flax.struct.field(pytree_node=False)
+    action_dim: int = flax.struct.field(pytree_node=False)
+
+    @classmethod
+    def create(cls, seed: int, example_batch: dict[str, Any], config: GCIQLConfig) -> GCIQLAgent:
+        """Initialise parameters from the shapes of `example_batch`."""
+        rng, k_value, k_critic, k_actor = jax.random.split(jax.random.PRNGKey(seed), 4)
+        obs = jnp.asarray(example_batch["observations"][:1])
+        actions = jnp.asarray(example_batch["actions"][:1])
+        action_dim = actions.shape[-1]
+        params = {
+            "value": Value(config).init(k_value, obs, obs)["params"],
+            "critic": Critic(config).init(k_critic, obs, obs, actions)["params"],
+            "actor": Actor(config, action_dim).init(k_actor, obs, obs)["params"],
+        }
+        # A copy, not the same buffers: the train step donates the agent's arrays.
+        target = jax.tree_util.tree_map(jnp.copy, params["critic"])
+        return cls(params=params, target_critic=target,
+                   opt_state=_optimizer(config).init(params), rng=rng,
+                   step=jnp.zeros((), jnp.int32), config=config, action_dim=action_dim)
+
+    def _update(self, batch: Batch) -> tuple[GCIQLAgent, dict]:
+        grads, info = jax.grad(losses, has_aux=True)(self.params, self.target_critic, batch,
+                                                     self.config)
+        updates, opt_state = _optimizer(self.config).update(grads, self.opt_state, self.params)
+        params = optax.apply_updates(self.params, updates)
+        target = optax.incremental_update(params["critic"], self.target_critic, self.config.tau)
+        info["grad/norm"] = optax.global_norm(grads)
+        agent = self.replace(params=params, target_critic=target, opt_state=opt_state,
+                             step=self.step + 1)
+        return agent, info
+
+    @jax.jit
+    def update(self, batch: Batch) -> tuple[GCIQLAgent, dict]:
+        """One Adam step on value, critic and actor, then the target update."""
+        return self._update(batch)
+
+    @jax.jit
+    def update_many(self, batches: Batch) -> tuple[GCIQLAgent, dict]:
+        """Several updates in one dispatch over a leading axis of batches (lax.scan)."""
+        agent, infos = jax.lax.scan(lambda a, b: a._update(b), self, batches)
+        return agent, jax.tree_util.tree_map(lambda x: x[-1], infos)
+
+    @jax.jit
+    def sample_actions(self, observations: jax.Array, goals: jax.Array, seed: jax.Array,
+                       temperature: float = 0.0) -> jax.Array:
+        """Actions in [-1, 1]: the clipped mean at temperature 0, else mean + temperature * std * noise."""
+        mean = actor_mean(self.params, observations, goals, self.config, self.action_dim)
+        noise = jax.random.normal(seed, mean.shape) * self.config.actor_std * temperature
+        return jnp.clip(mean + noise, -1.0, 1.0)
+
+
+def get_config(name: str) -> GCIQLConfig:
+    """A named preset: 'ogbench_state', 'ogbench_pixel', 'bridge' or 'tiny'."""
+    presets = {
+        "ogbench_state": GCIQLConfig(name="ogbench_state"),
+        "ogbench_pixel": GCIQLConfig(name="ogbench_pixel", encoder="impala_small"),
+        # BridgeData V2: gamma 0.98, expectile 0.7, AWR temperature 1, target update 0.002,
+        # ResNet-34 with early fusion, MLPs 256^3.
+        "bridge": GCIQLConfig(name="bridge", batch_size=128, value_hidden_dims=(256, 256, 256),
+                              actor_hidden_dims=(256, 256, 256), gamma=0.98, expectile=0.7,
+                              temperature=1.0, tau=0.002, encoder="resnet34"),
+        "tiny": GCIQLConfig(name="tiny", batch_size=64, value_hidden_dims=(64, 64),
+                            actor_hidden_dims=(64, 64), gamma=0.95),
+    }
+    if name not in presets:
+        raise ValueError(f"unknown GCIQL preset '{name}'; choose one of {sorted(presets)}")
+    return presets[name]

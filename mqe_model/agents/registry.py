@@ -1,0 +1,139 @@
+"""The agents the pipeline trains, by name: config classes, samplers and inference functions.
+
+Everything agent-specific that the train loop, checkpoints and the policy loader need is here, so
+they never branch on the agent themselves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from mqe_model.agents import gcbc, gciql, mqe
+from mqe_model.data.dataset import Dataset
+from mqe_model.data.relabel import RelabelConfig, RelabelSampler
+from mqe_model.data.sampling import GoalSampler, SamplerConfig
+from mqe_model.quasimetric import mrn_distance
+
+AGENT_NAMES = ("mqe", "gcbc", "gciql")
+# Batch fields that hold observations (images are augmented in all of them with one transform).
+IMAGE_KEYS = ("observations", "next_observations", "goals", "waypoints", "actor_goals", "value_goals")
+
+# act(params, observations, goals) -> (actions in [-1, 1] (normalized), distance in steps or NaN)
+ActFn = Callable[[Any, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentSpec:
+    """What the pipeline needs to know about one agent."""
+
+    name: str  # 'mqe', 'gcbc' or 'gciql'
+    agent_class: type  # the flax.struct.PyTreeNode agent with create/update/update_many
+    config_class: type  # its frozen config dataclass
+    get_config: Callable[[str], Any]  # presets by name
+    has_distance: bool  # whether act() answers a temporal distance
+
+
+SPECS = {
+    "mqe": AgentSpec("mqe", mqe.MQEAgent, mqe.MQEConfig, mqe.get_config, True),
+    "gcbc": AgentSpec("gcbc", gcbc.GCBCAgent, gcbc.GCBCConfig, gcbc.get_config, False),
+    "gciql": AgentSpec("gciql", gciql.GCIQLAgent, gciql.GCIQLConfig, gciql.get_config, False),
+}
+
+
+def spec(name: str) -> AgentSpec:
+    """The spec of agent `name`, or a ValueError listing the known ones."""
+    if name not in SPECS:
+        raise ValueError(f"unknown agent {name!r}; choose one of {list(AGENT_NAMES)}")
+    return SPECS[name]
+
+
+def make_sampler(name: str, dataset: Dataset, config: Any) -> GoalSampler | RelabelSampler:
+    """The batch sampler agent `name` trains on."""
+    if name == "mqe":
+        return GoalSampler(dataset, SamplerConfig(config.gamma, config.lam, config.p_next))
+    if name == "gcbc":
+        return RelabelSampler(dataset, RelabelConfig(with_value_goals=False))
+    c = config
+    return RelabelSampler(dataset, RelabelConfig(True, c.gamma, c.p_current_goal,
+                                                 c.p_trajectory_goal, c.p_random_goal))
+
+
+def make_act_fn(name: str, config: Any, action_dim: int) -> ActFn:
+    """Pure inference function: deterministic clipped-mean actions (normalized) and the distance."""
+
+    def act(params: Any, observations: jax.Array, goals: jax.Array) -> tuple[jax.Array, jax.Array]:
+        nan = jnp.full(observations.shape[:1], jnp.nan, jnp.float32)
+        if name == "mqe":
+            mean = mqe.Actor(config, action_dim).apply({"params": params["actor"]}, observations, goals)
+            critic = mqe.Critic(config)
+            psi = critic.apply({"params": params["critic"]},
+                               jnp.concatenate([observations, goals], axis=0), method=mqe.Critic.psi)
+            psi_s, psi_g = jnp.split(psi, 2, axis=1)
+            d = jnp.min(mrn_distance(psi_s, psi_g, config.num_components), axis=0)
+            return jnp.clip(mean, -1.0, 1.0), d / config.step_scale
+        module = gcbc if name == "gcbc" else gciql
+        mean = module.actor_mean(params, observations, goals, config, action_dim)
+        return jnp.clip(mean, -1.0, 1.0), nan
+
+    return act
+
+
+def config_to_json(config: Any) -> dict[str, Any]:
+    """An agent config as a JSON-ready dict (tuples become lists)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
+
+
+def config_from_json(name: str, data: dict[str, Any]) -> Any:
+    """Inverse of `config_to_json`: the frozen dataclass back, sequences as tuples."""
+    cls = spec(name).config_class
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - fields)
+    if unknown:
+        raise ValueError(f"{name} config has unknown field(s) {unknown}")
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+def _parse_value(text: str, annotation: Any) -> Any:
+    """`text` as the type of a config field (int, float, bool, str, None, tuple of ints)."""
+    kind = str(annotation)
+    if text.lower() in ("none", "null") and "None" in kind:
+        return None
+    if "Sequence" in kind or "tuple" in kind:
+        return tuple(int(v) for v in text.replace("(", "").replace(")", "").split(",") if v.strip())
+    if "bool" in kind:
+        if text.lower() not in ("true", "false", "1", "0"):
+            raise ValueError(f"expected true or false, got {text!r}")
+        return text.lower() in ("true", "1")
+    if "float" in kind:
+        return float(text)
+    if "int" in kind:
+        return int(text)
+    return text
+
+
+def apply_overrides(config: Any, overrides: tuple[str, ...]) -> Any:
+    """`config` with `key=value` overrides applied; unknown keys raise with the closest names."""
+    import difflib
+
+    hints = typing.get_type_hints(type(config))
+    changes = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep:
+            raise ValueError(f"--set {item!r}: expected key=value, e.g. --set alpha=0.03")
+        if key not in hints:
+            close = difflib.get_close_matches(key, hints, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else f"; fields: {sorted(hints)}"
+            raise ValueError(f"--set {key}: {type(config).__name__} has no field {key!r}{hint}")
+        try:
+            changes[key] = _parse_value(value.strip(), hints[key])
+        except ValueError as e:
+            raise ValueError(f"--set {key}={value}: {e}") from None
+    return dataclasses.replace(config, **changes)

@@ -1,0 +1,94 @@
+"""From a path on disk to what training consumes: load, resize images, normalize actions, fingerprint."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mqe_model.data.dataset import METADATA_FILE, Dataset, DatasetError, load_dataset
+from mqe_model.data.images import preprocess_images
+from mqe_model.data.normalization import ActionStats
+
+logger = logging.getLogger(__name__)
+
+RESIZE_METHOD = "area"
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedData:
+    """A dataset ready for the samplers, and what the checkpoint must remember about it."""
+
+    dataset: Dataset  # actions normalized to [-1, 1], images at the training size
+    action_stats: ActionStats  # of the raw actions, in robot units
+    image: dict[str, Any] | None  # {"height", "width", "resize"} or None for states
+    observation: dict[str, Any]  # {"shape", "dtype"} as the network sees it
+    info: dict[str, Any]  # {"path", "format", "fingerprint", "num_transitions"}
+
+
+def detect_format(path: Path) -> str:
+    """'ogbench_npz', 'canonical' or 'rlds' from what is on disk."""
+    if path.is_dir():
+        if (path / METADATA_FILE).is_file():
+            return "canonical"
+        if (path / "dataset_info.json").is_file() or any(path.glob("*.tfrecord*")):
+            return "rlds"
+    return "canonical" if path.is_dir() else "ogbench_npz"
+
+
+def load_any(path: str | Path) -> tuple[Dataset, str]:
+    """Load any supported format; returns the canonical Dataset and the format name."""
+    path = Path(path)
+    if not path.exists():
+        raise DatasetError(f"{path}: no such file or directory")
+    fmt = detect_format(path)
+    if fmt == "rlds":
+        from mqe_model.data.rlds import load_rlds
+
+        return load_rlds(path), fmt
+    return load_dataset(path), fmt
+
+
+def fingerprint(dataset: Dataset) -> str:
+    """sha256 over the observations, actions and terminals (shape, dtype and bytes), hex."""
+    h = hashlib.sha256()
+    for name in ("observations", "actions", "terminals"):
+        arr = np.ascontiguousarray(getattr(dataset, name))
+        h.update(f"{name}:{arr.dtype.str}:{arr.shape}".encode())
+        h.update(memoryview(arr).cast("B"))
+    return h.hexdigest()
+
+
+def prepare(path: str | Path, image_size: int | None = None,
+            expected_action_dim: int | None = None) -> PreparedData:
+    """Load `path`, check it, resize images to `image_size` (None keeps them) and normalize actions."""
+    raw, fmt = load_any(path)
+    if expected_action_dim is not None and raw.action_dim != expected_action_dim:
+        raise DatasetError(
+            f"{path}: actions are {raw.action_dim}-d but the run expects {expected_action_dim}-d "
+            "actions; use data recorded for the same robot, or start a new run"
+        )
+    digest = fingerprint(raw)
+    stats = ActionStats.from_actions(raw.actions)
+    observations, image = raw.observations, None
+    if observations.ndim == 4:
+        height, width = (image_size, image_size) if image_size else observations.shape[1:3]
+        if observations.shape[1:3] != (height, width):
+            logger.info("resizing %d images from %s to %dx%d (%s)", len(observations),
+                        observations.shape[1:3], height, width, RESIZE_METHOD)
+        observations = preprocess_images(observations, height, width, RESIZE_METHOD)
+        image = {"height": int(height), "width": int(width), "resize": RESIZE_METHOD}
+    dataset = dataclasses.replace(raw, observations=observations,
+                                  actions=stats.normalize(raw.actions))
+    return PreparedData(
+        dataset=dataset,
+        action_stats=stats,
+        image=image,
+        observation={"shape": list(observations.shape[1:]), "dtype": str(observations.dtype)},
+        info={"path": str(Path(path).absolute()), "format": fmt, "fingerprint": digest,
+              "num_transitions": int(raw.size)},
+    )

@@ -1,0 +1,77 @@
+"""Devices: multi-host start-up, the data-parallel mesh, and placing batches on it.
+
+The batch is sharded over every device of every host along its batch axis; parameters and optimizer
+state are replicated. XLA (GSPMD) inserts the gradient all-reduce; nothing here is hand-written.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+logger = logging.getLogger(__name__)
+
+# Any of these means a cluster launcher set the job up for jax.distributed.initialize().
+DISTRIBUTED_ENV = ("JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS", "SLURM_JOB_ID",
+                   "OMPI_COMM_WORLD_SIZE", "TPU_WORKER_HOSTNAMES")
+
+
+def maybe_initialize_distributed() -> None:
+    """Call `jax.distributed.initialize()` when a cluster environment is detected (multi-host)."""
+    found = [name for name in DISTRIBUTED_ENV if os.environ.get(name)]
+    if not found or os.environ.get("MQE_NO_DISTRIBUTED"):
+        return
+    if found == ["SLURM_JOB_ID"] and int(os.environ.get("SLURM_NTASKS", "1")) <= 1:
+        return  # a single-task SLURM job is one host; nothing to coordinate
+    logger.info("initializing jax.distributed (found %s)", ", ".join(found))
+    jax.distributed.initialize()
+
+
+class DataParallel:
+    """The mesh over all devices and the shardings of batches and replicated state."""
+
+    def __init__(self, num_devices: int | None = None):
+        devices = jax.devices()
+        if num_devices is not None:
+            if num_devices > len(devices):
+                raise ValueError(f"--devices {num_devices}: only {len(devices)} device(s) present")
+            devices = devices[:num_devices]
+        self.mesh = Mesh(np.asarray(devices), ("data",))
+        self.num_devices = len(devices)
+        self.replicated = NamedSharding(self.mesh, PartitionSpec())
+
+    def check_batch_size(self, batch_size: int) -> None:
+        """Raise unless the global batch splits evenly over devices and hosts."""
+        if batch_size % self.num_devices:
+            raise ValueError(
+                f"batch size {batch_size} does not split over {self.num_devices} devices; "
+                f"use a multiple of {self.num_devices} (--set batch_size=...)"
+            )
+
+    def batch_sharding(self, batch_axis: int) -> NamedSharding:
+        """Sharding of an array whose axis `batch_axis` is the batch."""
+        return NamedSharding(self.mesh, PartitionSpec(*([None] * batch_axis), "data"))
+
+    def local_batch_size(self, batch_size: int) -> int:
+        """How many samples of a global batch this host draws."""
+        return batch_size // jax.process_count()
+
+    def put_batches(self, local: dict[str, np.ndarray], batch_axis: int) -> dict[str, jax.Array]:
+        """Global device arrays from this host's part of the batch (axis `batch_axis`)."""
+        sharding = self.batch_sharding(batch_axis)
+
+        def put(x: np.ndarray) -> jax.Array:
+            global_shape = list(x.shape)
+            global_shape[batch_axis] *= jax.process_count()
+            return jax.make_array_from_process_local_data(sharding, x, tuple(global_shape))
+
+        return {k: put(v) for k, v in local.items()}
+
+    def replicate(self, tree: Any) -> Any:
+        """`tree` placed on every device."""
+        return jax.device_put(tree, self.replicated)

@@ -1,0 +1,108 @@
+"""Load a trained policy for inference: `params` and metadata only, never the optimizer state.
+
+    policy = load_policy("runs/mqe/checkpoints")          # latest step; or .../checkpoints/<step>
+    act = jax.jit(policy.act_fn)
+    actions, distance = act(policy.params, observations, goals)   # robot units; steps or NaN
+
+Observations and goals are what the network was trained on: float32 (B, D) states, or uint8
+(B, H, W, 3) images already resized with `mqe_model.data.images.preprocess_image` to the
+checkpoint's `image` size and method.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mqe_model import checkpoints
+from mqe_model.agents import registry
+from mqe_model.checkpoints import CheckpointError
+from mqe_model.data.normalization import ActionStats
+
+logger = logging.getLogger(__name__)
+
+
+def params_fingerprint(params: Any, config_json: dict[str, Any], action_stats: dict[str, Any]) -> str:
+    """sha256 over the parameter bytes (in tree order), the config JSON and the normalization stats."""
+    h = hashlib.sha256()
+    leaves, _ = jax.tree_util.tree_flatten_with_path(params)
+    for path, leaf in leaves:
+        arr = np.ascontiguousarray(np.asarray(leaf))
+        h.update(f"{jax.tree_util.keystr(path)}:{arr.dtype.str}:{arr.shape}".encode())
+        h.update(arr.tobytes())
+    h.update(json.dumps(config_json, sort_keys=True).encode())
+    h.update(json.dumps(action_stats, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """A loaded checkpoint: weights, config, normalization and a pure act function."""
+
+    agent_name: str  # 'mqe', 'gcbc' or 'gciql'
+    config: Any  # the agent's frozen config dataclass
+    metadata: dict[str, Any]  # the checkpoint's metadata item
+    params: Any  # inference weights (jax arrays)
+    action_stats: ActionStats  # normalization of the actions, robot units
+    fingerprint: str  # sha256 of params + config + normalization stats, hex
+    act_fn: Callable[[Any, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]  # see module docstring
+
+    @property
+    def observation_shape(self) -> tuple[int, ...]:
+        """Shape of one observation (and one goal) as the network expects it."""
+        return tuple(self.metadata["observation"]["shape"])
+
+    @property
+    def action_dim(self) -> int:
+        """Dimension of one action."""
+        return self.action_stats.dim
+
+    @property
+    def has_distance(self) -> bool:
+        """Whether `act_fn` answers a temporal distance (MQE) rather than NaN."""
+        return registry.spec(self.agent_name).has_distance
+
+    @property
+    def step(self) -> int:
+        """Training step of the checkpoint."""
+        return int(self.metadata["step"])
+
+
+def load_policy(checkpoint_dir: str | Path, seed_index: int = 0) -> Policy:
+    """Load `<workdir>/checkpoints/<step>`, or the latest step of a checkpoints root or workdir."""
+    step_dir = checkpoints.resolve_step_dir(checkpoint_dir)
+    metadata = checkpoints.read_metadata(step_dir)
+    where = step_dir / checkpoints.METADATA_FILE
+    name = metadata["agent"]
+    try:
+        config = registry.config_from_json(name, metadata["config"])
+        stats = ActionStats.from_json(metadata["action_stats"])
+    except (ValueError, TypeError) as e:
+        raise CheckpointError(f"{where}: {e}") from None
+    params = checkpoints.restore_params(step_dir)
+    num_seeds = int(metadata.get("num_seeds", 1))
+    if num_seeds > 1:
+        if not 0 <= seed_index < num_seeds:
+            raise CheckpointError(f"{step_dir}: seed_index {seed_index} outside 0..{num_seeds - 1}")
+        params = jax.tree_util.tree_map(lambda x: x[seed_index], params)
+    params = jax.tree_util.tree_map(jnp.asarray, params)
+    normalized_act = registry.make_act_fn(name, config, stats.dim)
+    center, half = (jnp.asarray(x) for x in stats.center_and_half_range())
+
+    def act_fn(params: Any, observations: jax.Array, goals: jax.Array) -> tuple[jax.Array, jax.Array]:
+        actions, distance = normalized_act(params, observations, goals)
+        return center + half * jnp.clip(actions, -1.0, 1.0), distance
+
+    fingerprint = params_fingerprint(params, metadata["config"], metadata["action_stats"])
+    logger.info("loaded %s step %s from %s (fingerprint %s)", name, metadata["step"], step_dir,
+                fingerprint[:12])
+    return Policy(name, config, metadata, params, stats, fingerprint, act_fn)

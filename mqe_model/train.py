@@ -1,0 +1,298 @@
+"""`mqe-train` (also `python -m mqe_model.train`): train MQE, GCBC or GCIQL from a dataset to checkpoints.
+
+    mqe-train --agent mqe --preset tiny --data data/sim --workdir runs/tiny --steps 2000
+    mqe-train ... --resume            # continue the run in --workdir exactly where it stopped
+    mqe-train ... --set alpha=0.03    # override fields of the agent preset
+
+Everything is checked before anything is written: bad input ends with one line naming the file
+and the problem, and exit code 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import jax
+import numpy as np
+import tyro
+
+from mqe_model import checkpoints
+from mqe_model.agents import registry
+from mqe_model.batches import BatchStream, plan_chunks
+from mqe_model.checkpoints import CheckpointError
+from mqe_model.data.augment import AUGMENTATIONS, DEFAULT_PROB, augment_batch
+from mqe_model.data.dataset import DatasetError
+from mqe_model.data.prepare import PreparedData, prepare
+from mqe_model.metrics import METRICS_FILE, MetricsWriter, truncate_after
+from mqe_model.parallel import DataParallel, maybe_initialize_distributed
+
+logger = logging.getLogger(__name__)
+
+RUN_FILES = ("checkpoints", METRICS_FILE, "tensorboard")  # what --overwrite removes, nothing else
+
+
+class RunError(ValueError):
+    """The command line or the workdir does not allow this run; the message says how to fix it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """One training run. Agent hyperparameters come from `--agent` + `--preset`, then `--set`."""
+
+    data: Path  # dataset: OGBench .npz, canonical directory (docs/dataset_format.md) or RLDS directory
+    workdir: Path  # run directory: checkpoints/, metrics.jsonl
+    agent: Literal["mqe", "gcbc", "gciql"] = "mqe"  # algorithm
+    preset: str = "ogbench_state"  # agent preset: ogbench_state, ogbench_pixel, bridge, tiny
+    set: tuple[str, ...] = ()  # agent config overrides, key=value (e.g. --set alpha=0.03 batch_size=128)
+    steps: int = 1_000_000  # total updates of the run (a resumed run continues up to this)
+    seed: int = 0  # seed of initialization, batches and augmentation
+    resume: bool = False  # continue the run in --workdir from its latest checkpoint
+    overwrite: bool = False  # delete the run in --workdir (checkpoints, metrics) and start afresh
+    num_seeds: int = 1  # independent seeds trained at once with jax.vmap (small models)
+    updates_per_dispatch: int = 20  # updates per jitted call (lax.scan), fewer host round trips
+    log_every: int = 1000  # updates between metric lines in metrics.jsonl
+    save_every: int = 50_000  # updates between checkpoints (one is always written at the end)
+    keep: int = 3  # checkpoints kept (oldest deleted)
+    image_size: int | None = None  # px, square size images are resized to; None keeps the data's size
+    augment: Literal["auto", "none", "shift", "bridge"] = "auto"  # auto: shift (impala), bridge (resnet), none (states)
+    augment_prob: float | None = None  # per-sample probability; None: 0.5 for shift, 1.0 for bridge
+    action_dim: int | None = None  # expected action dimension; None accepts the data's
+    devices: int | None = None  # use the first N local devices; None: all
+    data_workers: int = 2  # threads sampling batches
+    prefetch: int = 2  # dispatches of batches prepared ahead on the device
+    async_checkpoints: bool = True  # save in the background while training continues
+    eval_env: str | None = None  # OGBench environment to evaluate on (needs `ogbench`), e.g. cube-single-play-v0
+    eval_every: int = 100_000  # updates between evaluations
+    eval_episodes: int = 10  # episodes per task (5 tasks)
+    eval_workers: int = 2  # evaluation processes
+    tensorboard: bool = False  # also write TensorBoard events to <workdir>/tensorboard (needs tensorboardX)
+    wandb_project: str | None = None  # also log to this W&B project (needs wandb)
+    progress: bool = True  # show a progress bar
+
+    def __post_init__(self) -> None:
+        positive = ("steps", "num_seeds", "updates_per_dispatch", "log_every", "keep", "prefetch")
+        bad = [f"--{k.replace('_', '-')} {getattr(self, k)}" for k in positive if getattr(self, k) < 1]
+        if bad:
+            raise RunError(f"{', '.join(bad)}: must be >= 1")
+        if self.resume and self.overwrite:
+            raise RunError("--resume and --overwrite contradict each other; pass one")
+        if self.augment_prob is not None and not 0 <= self.augment_prob <= 1:
+            raise RunError(f"--augment-prob {self.augment_prob}: must be within [0, 1]")
+
+
+@dataclasses.dataclass
+class RunSetup:
+    """What `prepare_run` checked and built; nothing is written until `train` uses it."""
+
+    agent_config: Any
+    data: PreparedData
+    resume_step: int | None  # latest checkpoint step when resuming an existing run
+    existing: bool  # the workdir holds a run
+
+
+def resolve_agent_config(cfg: TrainConfig) -> Any:
+    """The agent config from `--agent`, `--preset` and `--set`."""
+    spec = registry.spec(cfg.agent)
+    try:
+        return registry.apply_overrides(spec.get_config(cfg.preset), cfg.set)
+    except (ValueError, TypeError) as e:
+        raise RunError(str(e)) from None
+
+
+def prepare_run(cfg: TrainConfig) -> RunSetup:
+    """Check the command line, the workdir and the data; build the agent config. Writes nothing."""
+    agent_config = resolve_agent_config(cfg)
+    ckpt_root = cfg.workdir / "checkpoints"
+    steps = checkpoints.step_dirs(ckpt_root)
+    existing = bool(steps) or any((cfg.workdir / f).exists() for f in RUN_FILES)
+    if existing and not (cfg.resume or cfg.overwrite):
+        raise RunError(f"{cfg.workdir}: already holds a run; pass --resume to continue it or "
+                       "--overwrite to replace it, or choose another --workdir")
+    expected_dim, metadata, resume_step = cfg.action_dim, None, None
+    if cfg.resume and steps:
+        resume_step = max(steps)
+        metadata = checkpoints.read_metadata(steps[resume_step])
+        where = steps[resume_step] / checkpoints.METADATA_FILE
+        if metadata["agent"] != cfg.agent:
+            raise CheckpointError(f"{where}: the run in {cfg.workdir} trains {metadata['agent']!r}, "
+                                  f"not --agent {cfg.agent}; pass --agent {metadata['agent']}")
+        saved = registry.config_to_json(agent_config)
+        diff = sorted(k for k in saved if metadata["config"].get(k) != saved[k])
+        if diff:
+            raise CheckpointError(f"{where}: the run was trained with other settings for {diff}; "
+                                  "resume with the same --preset and --set")
+        if int(metadata.get("num_seeds", 1)) != cfg.num_seeds:
+            raise CheckpointError(f"{where}: the run trains {metadata.get('num_seeds', 1)} seed(s), "
+                                  f"not --num-seeds {cfg.num_seeds}")
+        expected_dim = len(metadata["action_stats"]["mean"])
+    elif cfg.resume:
+        logger.warning("--resume: no checkpoint in %s yet; starting a new run", ckpt_root)
+    data = prepare(cfg.data, cfg.image_size, expected_dim)
+    if metadata is not None:
+        where = steps[resume_step] / checkpoints.METADATA_FILE
+        if metadata["dataset"]["fingerprint"] != data.info["fingerprint"]:
+            raise CheckpointError(f"{where}: the run was trained on other data "
+                                  f"({metadata['dataset']['path']}) than {cfg.data}")
+        if metadata["image"] != data.image:
+            raise CheckpointError(f"{where}: the run's images are {metadata['image']}, "
+                                  f"now {data.image}; pass the same --image-size")
+    is_image = data.dataset.observations.ndim == 4
+    if is_image != (getattr(agent_config, "encoder", None) is not None):
+        kind = "images" if is_image else "state vectors"
+        raise RunError(f"{cfg.data}: observations are {kind} but preset {cfg.preset!r} expects "
+                       f"{'state vectors' if is_image else 'images'} (encoder "
+                       f"{getattr(agent_config, 'encoder', None)}); choose a matching --preset")
+    return RunSetup(agent_config, data, resume_step, existing)
+
+
+def augmentation(cfg: TrainConfig, agent_config: Any) -> tuple[str, float]:
+    """The augmentation kind and per-sample probability for this run."""
+    kind = cfg.augment
+    if kind == "auto":
+        encoder = getattr(agent_config, "encoder", None) or ""
+        kind = "shift" if encoder.startswith("impala") else "bridge" if encoder.startswith("resnet") else "none"
+    assert kind in AUGMENTATIONS
+    return kind, DEFAULT_PROB[kind] if cfg.augment_prob is None else cfg.augment_prob
+
+
+def make_train_step(kind: str, prob: float, num_seeds: int):
+    """Jitted (agent, batches, aug_key) -> (agent, last metrics): a scan over the leading axis,
+    each batch augmented on the device with a key drawn from (aug_key, agent step)."""
+
+    def one_update(agent: Any, batch: dict, aug_key: jax.Array) -> tuple[Any, dict]:
+        key = jax.random.fold_in(aug_key, agent.step)
+        batch = augment_batch(key, batch, registry.IMAGE_KEYS, kind, prob)
+        return agent._update(batch)
+
+    update = jax.vmap(one_update) if num_seeds > 1 else one_update
+
+    def train_step(agent: Any, batches: dict, aug_key: jax.Array) -> tuple[Any, dict]:
+        agent, infos = jax.lax.scan(lambda a, b: update(a, b, aug_key), agent, batches)
+        return agent, jax.tree_util.tree_map(lambda x: x[-1], infos)
+
+    return jax.jit(train_step, donate_argnums=0)
+
+
+def crosses(start: int, end: int, every: int) -> bool:
+    """Whether updates (start, end] pass a multiple of `every`."""
+    return every > 0 and end // every > start // every
+
+
+def create_agent(cfg: TrainConfig, setup: RunSetup, example: dict[str, np.ndarray]) -> Any:
+    """A fresh agent (or `num_seeds` of them stacked on a leading axis)."""
+    agent_class = registry.spec(cfg.agent).agent_class
+    agents = [agent_class.create(cfg.seed + i, example, setup.agent_config) for i in range(cfg.num_seeds)]
+    if cfg.num_seeds == 1:
+        return agents[0]
+    return jax.tree_util.tree_map(lambda *xs: np.stack(xs), *agents)
+
+
+def train(cfg: TrainConfig, setup: RunSetup) -> Any:
+    """Run the training loop; returns the final agent."""
+    parallel = DataParallel(cfg.devices)
+    batch_size = setup.agent_config.batch_size
+    try:
+        parallel.check_batch_size(batch_size)
+    except ValueError as e:
+        raise RunError(str(e)) from None
+    sampler = registry.make_sampler(cfg.agent, setup.data.dataset, setup.agent_config)
+    example = sampler.sample(np.random.default_rng(0), 2)
+    agent = parallel.replicate(create_agent(cfg, setup, example))
+    primary = jax.process_index() == 0
+
+    if cfg.overwrite and setup.existing and primary:
+        for name in RUN_FILES:
+            path = cfg.workdir / name
+            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    cfg.workdir.mkdir(parents=True, exist_ok=True)
+    manager = checkpoints.make_manager(cfg.workdir / "checkpoints", cfg.keep, cfg.async_checkpoints)
+    start = 0
+    if setup.resume_step is not None:
+        agent = checkpoints.restore_agent(manager, setup.resume_step, agent)
+        start = setup.resume_step
+        if primary:
+            truncate_after(cfg.workdir / METRICS_FILE, start)
+        logger.info("resumed %s at step %d", cfg.workdir, start)
+
+    data = setup.data
+    metadata = lambda step: checkpoints.build_metadata(  # noqa: E731
+        agent=cfg.agent, config=registry.config_to_json(setup.agent_config), step=step,
+        action_stats=data.action_stats.to_json(), image=data.image, observation=data.observation,
+        dataset=data.info, num_seeds=cfg.num_seeds,
+        train={k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(cfg).items()})
+    kind, prob = augmentation(cfg, setup.agent_config)
+    train_step = make_train_step(kind, prob, cfg.num_seeds)
+    base_key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 0x617567)  # augmentation stream
+    aug_key = (jax.random.split(base_key, cfg.num_seeds) if cfg.num_seeds > 1 else base_key)
+    aug_key = parallel.replicate(aug_key)
+
+    writer = MetricsWriter(cfg.workdir, cfg.tensorboard, cfg.wandb_project,
+                           metadata(start)["train"], enabled=primary)
+    evaluator = None
+    if cfg.eval_env:
+        from mqe_model.evaluation import OGBenchEvaluator
+
+        evaluator = OGBenchEvaluator(cfg.eval_env, cfg.eval_episodes, cfg.eval_workers, cfg.seed)
+    stream = BatchStream(sampler, batch_size, cfg.seed, cfg.num_seeds, parallel,
+                         cfg.data_workers, cfg.prefetch)
+    chunks = plan_chunks(start, cfg.steps, cfg.updates_per_dispatch, (cfg.save_every,))
+    logger.info("training %s (%s) on %d device(s): steps %d..%d, augmentation %s (p=%.2f)",
+                cfg.agent, cfg.preset, parallel.num_devices, start, cfg.steps, kind, prob)
+    from tqdm import tqdm
+
+    bar = tqdm(total=cfg.steps, initial=start, unit="step", disable=not (cfg.progress and primary),
+               dynamic_ncols=True, smoothing=0.1)
+    last_time, last_step = time.perf_counter(), start
+    try:
+        for chunk_start, chunk_end, batches in stream(chunks):
+            agent, info = train_step(agent, batches, aug_key)
+            bar.update(chunk_end - chunk_start)
+            last = chunk_end == cfg.steps
+            if last or crosses(chunk_start, chunk_end, cfg.log_every):
+                values = {k: float(np.mean(v)) for k, v in jax.device_get(info).items()}
+                now = time.perf_counter()
+                values["perf/steps_per_s"] = (chunk_end - last_step) / (now - last_time)
+                last_time, last_step = now, chunk_end
+                writer.write(chunk_end, values)
+                bar.set_postfix(loss=f"{values.get('actor/loss', float('nan')):.3g}")
+            if last or crosses(chunk_start, chunk_end, cfg.save_every):
+                checkpoints.save(manager, chunk_end, agent, metadata(chunk_end))
+            if evaluator is not None:
+                if last or crosses(chunk_start, chunk_end, cfg.eval_every):
+                    evaluator.submit(chunk_end, cfg.agent, metadata(chunk_end), agent.params)
+                for step, result in evaluator.poll():
+                    writer.write(step, result)
+        manager.wait_until_finished()
+        if evaluator is not None:
+            for step, result in evaluator.finish():
+                writer.write(step, result)
+    finally:
+        bar.close()
+        writer.close()
+        manager.close()
+    return agent
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point; returns the exit code (2 for bad input)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("absl").setLevel(logging.WARNING)
+    try:
+        cfg = tyro.cli(TrainConfig, args=argv)
+        maybe_initialize_distributed()
+        setup = prepare_run(cfg)
+        train(cfg, setup)
+    except (RunError, DatasetError, CheckpointError) as e:
+        print(f"mqe-train: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""`mqe-serve` (also `python -m server`): serve checkpoints over HTTP.
+
+    mqe-serve --policy mqe=runs/mqe/checkpoints                     # loopback, port 8000
+    mqe-serve --policy mqe=runs/mqe --host 0.0.0.0 --token "$TOKEN"  # the lab network
+    MQE_SERVE_PORT=9000 mqe-serve --policy mqe=runs/mqe             # settings from the environment
+
+Bad settings end with one line saying what to fix, and exit code 2.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from server.settings import ServeSettings, SettingsError, parse
+
+logger = logging.getLogger(__name__)
+
+
+def configure_jax(settings: ServeSettings) -> None:
+    """Persistent compilation cache (restarts load compiled code instead of compiling again)."""
+    import jax
+
+    cache = settings.compilation_cache_dir
+    if cache is None:
+        return
+    cache.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(cache))
+    # Cache everything: the act functions are small and compile in well under the default 1 s.
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    logger.info("JAX compilation cache: %s", cache)
+
+
+def check_checkpoints(settings: ServeSettings) -> None:
+    """Fail fast (before binding the port) on a checkpoint that cannot be found or read."""
+    from mqe_model import checkpoints
+
+    for name, path in settings.policies.items():
+        try:
+            checkpoints.read_metadata(checkpoints.resolve_step_dir(path))
+        except checkpoints.CheckpointError as e:
+            raise SettingsError(f"--policy {name}={path}: {e}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point; returns the exit code (2 for bad settings)."""
+    try:
+        settings = parse(argv)
+        if not settings.policies:
+            raise SettingsError("no --policy given: pass --policy NAME=CHECKPOINT_DIR "
+                                "(a step directory, a checkpoints root or a training workdir)")
+    except SettingsError as e:
+        print(f"mqe-serve: error: {e}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=settings.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("absl").setLevel(logging.WARNING)
+    try:
+        check_checkpoints(settings)
+    except SettingsError as e:
+        print(f"mqe-serve: error: {e}", file=sys.stderr)
+        return 2
+    configure_jax(settings)
+
+    import uvicorn
+
+    from server.app import create_app
+
+    app = create_app(settings)
+    logger.info("serving %s on http://%s:%d (auth %s)", ", ".join(settings.policies), settings.host,
+                settings.port, "on" if settings.token else "off")
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning",
+                access_log=False, timeout_keep_alive=30, limit_concurrency=1024)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""PolicyRuntime: one checkpoint ready to act, compiled ahead of time for fixed batch buckets.
+
+    runtime = PolicyRuntime.load("runs/mqe/checkpoints")
+    goal = runtime.encode_goal(goal_image)          # preprocessed once, reused every step
+    action, distance = runtime.act(frame, goal)     # robot units; steps to the goal, or None
+
+Preprocessing (decode, resize with the training-time function) and un-normalization come from the
+checkpoint's metadata only. Every batch size in `buckets` is compiled and run once at load, so
+serving never compiles: a batch of n is padded up to the smallest bucket >= n.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from mqe_model.data.images import preprocess_image
+from mqe_model.policy import Policy, load_policy
+from server.protocol import ErrorCode, ProtocolError
+from server.settings import DEFAULT_BUCKETS
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_PIXELS = 4096 * 4096
+# Default action names of the WidowX 250 in the Bridge convention (DESIGN.md section 5), reported
+# when a 7-d checkpoint does not record its own.
+WIDOWX_ACTION_NAMES = ("dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper")
+
+
+def decode_image_bytes(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    """PNG/JPEG bytes to an RGB uint8 (H, W, 3) array; ProtocolError invalid_image when it cannot."""
+    import cv2
+
+    buffer = np.frombuffer(data, np.uint8)
+    # Read the header first so that a small file claiming a huge size is refused before decoding.
+    try:
+        decoded = cv2.imdecode(buffer, cv2.IMREAD_COLOR)
+    except cv2.error as e:
+        raise ProtocolError(ErrorCode.INVALID_IMAGE, f"image bytes cannot be decoded: {e}") from None
+    if decoded is None or decoded.ndim != 3 or decoded.shape[2] != 3 or decoded.size == 0:
+        raise ProtocolError(ErrorCode.INVALID_IMAGE, "image bytes are not a PNG or JPEG file OpenCV can decode")
+    if decoded.shape[0] * decoded.shape[1] > max_pixels:
+        raise ProtocolError(ErrorCode.INVALID_IMAGE,
+                            f"image of {decoded.shape[1]}x{decoded.shape[0]} is over {max_pixels} pixels")
+    return np.ascontiguousarray(decoded[:, :, ::-1])  # OpenCV decodes BGR
+
+
+@dataclasses.dataclass
+class PolicyRuntime:
+    """A loaded policy with its compiled act function per batch bucket."""
+
+    policy: Policy  # weights, config, metadata and the pure act function
+    name: str  # the name clients use (`--policy NAME=...`)
+    buckets: tuple[int, ...]  # compiled batch sizes, ascending
+    device: Any  # the jax device the weights live on and the act function runs on
+    max_pixels: int = DEFAULT_MAX_PIXELS  # larger images (array or decoded) are refused
+    checkpoint_dir: Path | None = None  # where it was loaded from, for logs and metadata
+    warmup_s: float = 0.0  # compile + first run of every bucket at load
+    _compiled: dict[int, Any] = dataclasses.field(default_factory=dict, repr=False)
+    _params: Any = dataclasses.field(default=None, repr=False)
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def load(cls, checkpoint_dir: str | Path, buckets: tuple[int, ...] = DEFAULT_BUCKETS,
+             device: Any = None, max_pixels: int = DEFAULT_MAX_PIXELS,
+             name: str = "default") -> PolicyRuntime:
+        """Load a checkpoint, compile the act function for every bucket and warm it up."""
+        policy = load_policy(checkpoint_dir)
+        device = device if device is not None else jax.local_devices()[0]
+        runtime = cls(policy, name, tuple(sorted(set(buckets))), device, max_pixels,
+                      Path(checkpoint_dir))
+        runtime._params = jax.device_put(policy.params, device)
+        start = time.perf_counter()
+        for size in runtime.buckets:
+            runtime._compiled[size] = runtime._compile(size)
+        # One real run per bucket: the first execution also allocates buffers and loads kernels.
+        for size in runtime.buckets:
+            obs = np.zeros((size, *policy.observation_shape), runtime.observation_dtype)
+            jax.block_until_ready(runtime._compiled[size](runtime._params, obs, obs))
+        runtime.warmup_s = time.perf_counter() - start
+        logger.info("policy %s (%s step %d) ready on %s: buckets %s compiled and warmed in %.1f s",
+                    name, policy.agent_name, policy.step, device, runtime.buckets, runtime.warmup_s)
+        return runtime
+
+    def _compile(self, size: int) -> Any:
+        spec = jax.ShapeDtypeStruct((size, *self.policy.observation_shape), self.observation_dtype,
+                                    sharding=jax.sharding.SingleDeviceSharding(self.device))
+        return jax.jit(self.policy.act_fn).lower(self._params, spec, spec).compile()
+
+    # ------------------------------------------------------------------ description
+
+    @property
+    def observation_dtype(self) -> np.dtype:
+        """dtype of one observation as the network takes it (uint8 images, float32 states)."""
+        return np.dtype(self.policy.metadata["observation"]["dtype"])
+
+    @property
+    def image_spec(self) -> dict[str, Any] | None:
+        """{"height", "width", "resize"} of an image policy, None for a state policy."""
+        return self.policy.metadata.get("image")
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 of params + config + normalization stats."""
+        return self.policy.fingerprint
+
+    @property
+    def max_batch(self) -> int:
+        """Largest compiled bucket."""
+        return self.buckets[-1]
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """What /v1/metadata reports for this policy (JSON-ready)."""
+        meta, stats = self.policy.metadata, self.policy.action_stats
+        dataset = meta.get("dataset") or {}
+        names = meta.get("action_names") or dataset.get("action_names")
+        if names is None and stats.dim == len(WIDOWX_ACTION_NAMES):
+            names = list(WIDOWX_ACTION_NAMES)
+        image = self.image_spec
+        return {
+            "algorithm": self.policy.agent_name,
+            "step": self.policy.step,
+            "fingerprint": self.fingerprint,
+            "image": None if image is None else {"height": image["height"], "width": image["width"],
+                                                 "resize": image["resize"]},
+            "observation": {"shape": list(self.policy.observation_shape),
+                            "dtype": self.observation_dtype.name},
+            "action_dim": stats.dim,
+            "action_names": names,
+            "action_low": list(stats.low),
+            "action_high": list(stats.high),
+            "control_hz": meta.get("control_hz") or dataset.get("control_hz"),
+            "has_distance": self.policy.has_distance,
+            "batch_buckets": list(self.buckets),
+            "config_name": getattr(self.policy.config, "name", None),
+        }
+
+    # ------------------------------------------------------------------ preprocessing
+
+    def prepare(self, value: np.ndarray | bytes, field: str = "image") -> np.ndarray:
+        """One observation or goal from the wire as the network takes it; ProtocolError if unfit.
+
+        Image policies take an RGB uint8 (H, W, 3) array or PNG/JPEG bytes of any size, resized
+        with the training-time function. State policies take a float32 vector of the state size
+        (sent in the `image` / `goal_image` field).
+        """
+        image = self.image_spec
+        if image is None:
+            return self._prepare_state(value, field)
+        if isinstance(value, bytes):
+            value = decode_image_bytes(value, self.max_pixels)
+        elif isinstance(value, np.ndarray):
+            if value.dtype != np.uint8 or value.ndim != 3 or value.shape[-1] != 3:
+                raise ProtocolError(ErrorCode.INVALID_IMAGE,
+                                    f"'{field}' must be an RGB uint8 array (H, W, 3) or PNG/JPEG "
+                                    f"bytes, got {value.dtype} {value.shape}")
+            if value.shape[0] * value.shape[1] > self.max_pixels:
+                raise ProtocolError(ErrorCode.INVALID_IMAGE,
+                                    f"'{field}' of {value.shape[1]}x{value.shape[0]} is over "
+                                    f"{self.max_pixels} pixels")
+            if value.shape[0] == 0 or value.shape[1] == 0:
+                raise ProtocolError(ErrorCode.INVALID_IMAGE, f"'{field}' has zero size {value.shape}")
+        else:
+            raise ProtocolError(ErrorCode.INVALID_IMAGE, f"'{field}' must be an RGB uint8 array or PNG/JPEG bytes")
+        return preprocess_image(value, image["height"], image["width"], image["resize"])
+
+    def _prepare_state(self, value: Any, field: str) -> np.ndarray:
+        shape = self.policy.observation_shape
+        if not isinstance(value, np.ndarray) or value.dtype.kind != "f" or value.shape != shape:
+            got = f"{value.dtype} {value.shape}" if isinstance(value, np.ndarray) else type(value).__name__
+            raise ProtocolError(ErrorCode.INVALID_VALUE,
+                                f"this is a state policy: '{field}' must be a float32 vector of shape "
+                                f"{list(shape)}, got {got}")
+        state = value.astype(np.float32)
+        if not np.all(np.isfinite(state)):
+            raise ProtocolError(ErrorCode.INVALID_VALUE, f"'{field}' holds NaN or infinite values")
+        return state
+
+    def encode_goal(self, image: np.ndarray | bytes) -> np.ndarray:
+        """The goal as the act function takes it (preprocessed once, then cached by the server)."""
+        return self.prepare(image, "goal_image")
+
+    # ------------------------------------------------------------------ acting
+
+    def bucket_for(self, n: int) -> int:
+        """Smallest compiled bucket holding n (n <= max_batch)."""
+        for size in self.buckets:
+            if size >= n:
+                return size
+        raise ValueError(f"batch of {n} is over the largest bucket {self.max_batch}")
+
+    def act_batch(self, observations: np.ndarray, goals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Actions (N, A) float32 in robot units and distances (N,) (NaN without a critic) for
+        preprocessed observations and goals (N, *observation_shape); never compiles."""
+        n = len(observations)
+        if n == 0:
+            return np.zeros((0, self.policy.action_dim), np.float32), np.zeros((0,), np.float32)
+        actions, distances = [], []
+        for start in range(0, n, self.max_batch):
+            obs, goal = observations[start:start + self.max_batch], goals[start:start + self.max_batch]
+            count, size = len(obs), self.bucket_for(len(obs))
+            if size != count:  # pad with copies of the last row: valid inputs, results dropped
+                pad = size - len(obs)
+                obs = np.concatenate([obs, np.repeat(obs[-1:], pad, axis=0)])
+                goal = np.concatenate([goal, np.repeat(goal[-1:], pad, axis=0)])
+            a, d = jax.device_get(self._compiled[size](self._params, obs, goal))
+            actions.append(np.asarray(a[:count], np.float32))
+            distances.append(np.asarray(d[:count], np.float32))
+        return np.concatenate(actions), np.concatenate(distances)
+
+    def act(self, image: np.ndarray | bytes, goal: np.ndarray) -> tuple[np.ndarray, float | None]:
+        """One action (A,) float32 in robot units and the distance to the goal (None without one).
+
+        `image` is a raw frame (any size, or PNG/JPEG bytes); `goal` comes from `encode_goal`.
+        """
+        obs = self.prepare(image)
+        actions, distances = self.act_batch(obs[None], np.asarray(goal)[None])
+        return actions[0], self.distance_or_none(distances[0])
+
+    def distance_or_none(self, value: float) -> float | None:
+        """The wire value of a distance: None for policies without a critic (or a NaN)."""
+        value = float(value)
+        return None if not self.policy.has_distance or math.isnan(value) else value

@@ -1,0 +1,55 @@
+"""load_policy: params and metadata only, actions in robot units, a stable fingerprint."""
+
+from __future__ import annotations
+
+import shutil
+
+import jax
+import numpy as np
+import pytest
+from train_helpers import TMP, tiny_run
+
+from mqe_model.agents import mqe
+from mqe_model.checkpoints import CheckpointError
+from mqe_model.policy import load_policy
+
+
+@pytest.mark.parametrize("agent", ["mqe", "gcbc", "gciql"])
+def test_act_fn_answers_robot_units(agent):
+    policy = load_policy(tiny_run(agent) / "checkpoints")
+    assert policy.agent_name == agent and policy.step == 30
+    assert policy.observation_shape == (6,) and policy.action_dim == 3
+    assert policy.has_distance == (agent == "mqe")
+    obs = np.random.default_rng(0).normal(size=(4, 6)).astype(np.float32)
+    actions, distance = jax.jit(policy.act_fn)(policy.params, obs, obs[::-1])
+    low, high = np.asarray(policy.action_stats.low), np.asarray(policy.action_stats.high)
+    assert actions.shape == (4, 3)
+    assert np.all(np.asarray(actions) >= low - 1e-5) and np.all(np.asarray(actions) <= high + 1e-5)
+    if agent == "mqe":
+        assert np.all(np.isfinite(distance)) and np.all(np.asarray(distance) >= 0)
+    else:
+        assert np.all(np.isnan(distance))
+
+
+def test_fingerprint_is_stable_and_only_params_are_needed():
+    source = tiny_run("mqe") / "checkpoints" / "30"
+    copy = TMP / "params-only" / "30"
+    shutil.copytree(source, copy, dirs_exist_ok=True)
+    shutil.rmtree(copy / "train_state")  # serving must not need the optimizer state
+    a, b = load_policy(source), load_policy(copy)
+    assert a.fingerprint == b.fingerprint and len(a.fingerprint) == 64
+    assert a.fingerprint != load_policy(tiny_run("gcbc")).fingerprint
+
+
+def test_mqe_distance_matches_the_agent_distance():
+    policy = load_policy(tiny_run("mqe"))
+    obs = np.random.default_rng(1).normal(size=(3, 6)).astype(np.float32)
+    example = {"observations": obs, "actions": np.zeros((3, 3), np.float32)}
+    agent = mqe.MQEAgent.create(0, example, policy.config).replace(params=policy.params)
+    _, distance = policy.act_fn(policy.params, obs, obs[::-1])
+    np.testing.assert_allclose(distance, agent.distance(obs, obs[::-1]), rtol=1e-5)
+
+
+def test_missing_checkpoint_names_the_path(tmp_path):
+    with pytest.raises(CheckpointError, match=str(tmp_path)):
+        load_policy(tmp_path)

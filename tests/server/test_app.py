@@ -1,0 +1,88 @@
+"""The app in-process (TestClient): readiness during warm-up, load failures, policy resolution."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+from fastapi.testclient import TestClient
+from server_helpers import decoded
+
+from server import protocol
+from server.app import create_app
+from server.protocol import ErrorCode
+from server.settings import ServeSettings
+
+
+def blocking_loader(release: threading.Event, runtimes: dict):
+    def load(settings):
+        release.wait(30)
+        return runtimes
+    return load
+
+
+def test_requests_during_warm_up_get_503_retryable(image_ckpt):
+    from server.runtime import PolicyRuntime
+
+    release = threading.Event()
+    runtime = PolicyRuntime.load(image_ckpt, buckets=(1,), name="img")
+    app = create_app(ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache=""),
+                     blocking_loader(release, {"img": runtime}))
+    with TestClient(app) as client:
+        assert client.get("/healthz").status_code == 200
+        for reply in (client.get("/readyz"), client.get("/v1/metadata"),
+                      client.post("/v1/act", content=protocol.packb({"image": b"x", "goal_id": "g"}),
+                                  headers={"Content-Type": protocol.CONTENT_TYPE})):
+            assert reply.status_code == 503
+            error = decoded(reply)["error"]
+            assert error["code"] == ErrorCode.NOT_READY and error["retryable"] is True
+        release.set()
+        for _ in range(200):
+            if client.get("/readyz").status_code == 200:
+                break
+            threading.Event().wait(0.05)
+        assert client.get("/readyz").status_code == 200
+        image = np.zeros((32, 32, 3), np.uint8)
+        reply = client.post("/v1/act", content=protocol.packb({"image": image, "goal_image": image}),
+                            headers={"Content-Type": protocol.CONTENT_TYPE})
+        assert reply.status_code == 200
+        np.testing.assert_allclose(decoded(reply)["action"], runtime.act(image, runtime.encode_goal(image))[0],
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_a_failed_load_is_reported_not_retryable():
+    def failing(settings):
+        raise FileNotFoundError("checkpoint vanished")
+
+    app = create_app(ServeSettings(policy=("a=/nowhere",), compilation_cache=""), failing)
+    with TestClient(app) as client:
+        for _ in range(100):
+            reply = client.get("/readyz")
+            if "vanished" in reply.text:
+                break
+            threading.Event().wait(0.02)
+        assert reply.status_code == 503 and "checkpoint vanished" in reply.json()["error"]["message"]
+
+
+def test_several_policies_need_a_name(image_ckpt):
+    from server.runtime import PolicyRuntime
+
+    runtime = PolicyRuntime.load(image_ckpt, buckets=(1,), name="a")
+    settings = ServeSettings(policy=(f"a={image_ckpt}", f"b={image_ckpt}"), compilation_cache="")
+    release = threading.Event()
+    release.set()
+    app = create_app(settings, blocking_loader(release, {"a": runtime, "b": runtime}))
+    with TestClient(app) as client:
+        for _ in range(100):
+            if client.get("/readyz").status_code == 200:
+                break
+            threading.Event().wait(0.02)
+        image = np.zeros((32, 32, 3), np.uint8)
+        reply = client.post("/v1/goals", content=protocol.packb({"image": image}),
+                            headers={"Content-Type": protocol.CONTENT_TYPE})
+        assert reply.status_code == 422
+        error = decoded(reply)["error"]
+        assert error["code"] == ErrorCode.MISSING_FIELD and "'a', 'b'" in error["message"]
+        reply = client.post("/v1/goals", content=protocol.packb({"image": image, "policy": "b"}),
+                            headers={"Content-Type": protocol.CONTENT_TYPE})
+        assert reply.status_code == 200

@@ -1,0 +1,84 @@
+"""PolicyRuntime: buckets and padding, preprocessing from the checkpoint, input checks."""
+
+from __future__ import annotations
+
+import cv2
+import jax
+import numpy as np
+import pytest
+
+from mqe_model.data.images import preprocess_image
+from server.protocol import ErrorCode, ProtocolError
+from server.runtime import PolicyRuntime, decode_image_bytes
+
+
+@pytest.fixture(scope="module")
+def runtime(image_ckpt):
+    return PolicyRuntime.load(image_ckpt, buckets=(1, 2, 4), name="img")
+
+
+@pytest.fixture(scope="module")
+def state_runtime(state_ckpt):
+    return PolicyRuntime.load(state_ckpt, buckets=(1, 4), name="state")
+
+
+def images(n: int, size: int = 32, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (n, size, size, 3), dtype=np.uint8)
+
+
+def test_batches_are_padded_to_buckets_and_split_beyond_them(runtime):
+    obs, goals = images(7), images(7, seed=1)
+    actions, distances = runtime.act_batch(obs, goals)  # 4 + 3 (padded to 4)
+    assert actions.shape == (7, 7) and distances.shape == (7,)
+    reference = jax.jit(runtime.policy.act_fn)(runtime.policy.params, obs, goals)
+    np.testing.assert_allclose(actions, reference[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(distances, reference[1], rtol=1e-5, atol=1e-6)
+    for i in (0, 5):
+        single, distance = runtime.act(obs[i], goals[i])
+        np.testing.assert_allclose(single, actions[i], rtol=1e-5, atol=1e-6)
+        assert distance == pytest.approx(float(distances[i]), rel=1e-5)
+    assert runtime.bucket_for(3) == 4 and runtime.max_batch == 4
+
+
+def test_actions_are_in_robot_units(runtime):
+    actions, _ = runtime.act_batch(images(4), images(4, seed=2))
+    low, high = np.asarray(runtime.policy.action_stats.low), np.asarray(runtime.policy.action_stats.high)
+    assert np.all(actions >= low - 1e-6) and np.all(actions <= high + 1e-6)
+
+
+def test_images_are_resized_with_the_training_function(runtime):
+    big = images(1, 128, seed=3)[0]
+    prepared = runtime.prepare(big)
+    np.testing.assert_array_equal(prepared, preprocess_image(big, 32, 32, "area"))
+    png = cv2.imencode(".png", big[:, :, ::-1])[1].tobytes()
+    np.testing.assert_array_equal(runtime.prepare(png), prepared)  # BGR -> RGB handled
+
+
+@pytest.mark.parametrize("value, code", [
+    (np.zeros((8, 8, 3), np.float32), ErrorCode.INVALID_IMAGE),
+    (np.zeros((8, 8), np.uint8), ErrorCode.INVALID_IMAGE),
+    (np.zeros((0, 8, 3), np.uint8), ErrorCode.INVALID_IMAGE),
+    (b"not an image", ErrorCode.INVALID_IMAGE),
+    ("text", ErrorCode.INVALID_IMAGE),
+])
+def test_bad_images_are_protocol_errors(runtime, value, code):
+    with pytest.raises(ProtocolError) as info:
+        runtime.prepare(value)
+    assert info.value.code == code
+
+
+def test_pixel_limit():
+    big = cv2.imencode(".png", np.zeros((300, 300, 3), np.uint8))[1].tobytes()
+    with pytest.raises(ProtocolError, match="over 10000 pixels"):
+        decode_image_bytes(big, max_pixels=10_000)
+
+
+def test_state_policy(state_runtime):
+    state = np.linspace(-1, 1, 6, dtype=np.float32)
+    action, distance = state_runtime.act(state, state_runtime.encode_goal(state[::-1].copy()))
+    assert action.shape == (3,) and distance is not None and distance >= 0
+    for bad in (np.zeros(5, np.float32), np.full(6, np.inf, np.float32), np.zeros((6, 1), np.float32)):
+        with pytest.raises(ProtocolError) as info:
+            state_runtime.prepare(bad)
+        assert info.value.code == ErrorCode.INVALID_VALUE
+    assert state_runtime.metadata["image"] is None and state_runtime.metadata["observation"]["shape"] == [6]

@@ -1,0 +1,52 @@
+"""mqe-serve settings: environment, repeatable --policy, bad combinations rejected with exit 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.cli import main
+from server.settings import ServeSettings, SettingsError, is_loopback, parse
+
+
+def test_environment_and_command_line():
+    env = {"MQE_SERVE_PORT": "9001", "MQE_SERVE_MAX_WAIT_MS": "1.5", "MQE_SERVE_BATCH_BUCKETS": "1,4",
+           "MQE_SERVER_TOKEN": "a-long-token"}
+    s = parse(["--policy", "a=/x", "--policy", "b=/y", "--port", "9002"], env)
+    assert s.port == 9002 and s.max_wait_ms == 1.5 and s.batch_buckets == (1, 4)
+    assert s.token == "a-long-token" and "a-long-token" not in repr(s)
+    assert list(s.policies) == ["a", "b"] and str(s.policies["b"]) == "/y"
+
+
+def test_env_never_names_checkpoints():
+    assert parse([], {"MQE_SERVE_POLICY": "evil=/tmp"}).policy == ()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"host": "0.0.0.0"}, "not a loopback address"),
+    ({"host": "192.168.1.5", "token": "short"}, "at least 8"),
+    ({"policy": ("a=/x", "a=/y")}, "repeated"),
+    ({"policy": ("a=/x",), "default_policy": "b"}, "not one of"),
+    ({"policy": ("nodir",)}, "NAME=CHECKPOINT_DIR"),
+    ({"port": 0}, "not a TCP port"),
+    ({"batch_buckets": (0,)}, "positive"),
+])
+def test_bad_combinations_are_rejected(kwargs, match):
+    with pytest.raises(SettingsError, match=match):
+        ServeSettings(**kwargs)
+
+
+def test_non_loopback_is_allowed_with_a_token_or_insecure():
+    assert ServeSettings(host="0.0.0.0", token="long-enough").host == "0.0.0.0"
+    assert ServeSettings(host="0.0.0.0", insecure=True).insecure
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
+
+
+def test_cli_exits_2_with_one_line(capsys, tmp_path):
+    assert main([]) == 2
+    assert "no --policy given" in capsys.readouterr().err
+    assert main(["--policy", f"a={tmp_path}"]) == 2
+    assert "no checkpoint found" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--policy", f"a={tmp_path}", "--host", "0.0.0.0"])
+    assert exit_info.value.code == 2
