@@ -73,6 +73,8 @@ def check_metadata(meta: Any, policy: str | None) -> PolicyInfo:
     policies = {p.get("name"): p for p in meta["policies"] if isinstance(p, dict)}
     if not policies:
         raise MetadataMismatch("the server has no policy loaded")
+    if policy is None and meta.get("default_policy") in policies:
+        policy = meta["default_policy"]
     if policy is None:
         if len(policies) > 1:
             raise MetadataMismatch(f"the server serves {len(policies)} policies; choose one with "
@@ -86,10 +88,21 @@ def check_metadata(meta: Any, policy: str | None) -> PolicyInfo:
     if entry.get("action_dim") != safety.ACTION_DIM:
         raise MetadataMismatch(f"policy '{name}' has action_dim {entry.get('action_dim')}; the WidowX takes "
                                f"{safety.ACTION_DIM} ({', '.join(safety.ACTION_NAMES)}): serve a Bridge-style policy")
-    names = entry.get("names")
+    # DESIGN.md section 2 names the fields names/image_size; the server also answers
+    # action_names/image {height, width, resize}: accept both spellings
+    names = entry.get("names", entry.get("action_names"))
     if names is not None and tuple(names) != safety.ACTION_NAMES:
         raise MetadataMismatch(f"policy '{name}' actions are {names}, not {list(safety.ACTION_NAMES)}")
-    size = entry.get("image_size")
+    if "image_size" in entry:
+        size = entry["image_size"]
+    elif "image" in entry:
+        image = entry["image"]
+        if isinstance(image, dict) and image.get("resize", "area") != "area":
+            raise MetadataMismatch(f"policy '{name}' was trained with resize '{image['resize']}'; this client "
+                                   "resizes with area interpolation only")
+        size = None if image is None else [image.get("height"), image.get("width")]
+    else:
+        raise MetadataMismatch(f"policy '{name}' metadata has no image size (image_size or image)")
     if size is None:
         raise MetadataMismatch(f"policy '{name}' is state-based (image_size null); the robot client "
                                "drives image policies only: serve a pixel checkpoint")
