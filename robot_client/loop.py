@@ -226,10 +226,14 @@ class ControlLoop:
                 if not np.allclose(clipped, raw):
                     flags["clipped"] = True
                     c.clipped += 1
+                    logger.info("step %d: action clipped to the per-step bounds: %s -> %s", step,
+                                np.round(raw, 4).tolist(), np.round(clipped, 4).tolist())
                 target = safety.target_pose(state.ee_pose, clipped)
                 if not np.allclose(target[:3, 3], state.ee_pose[:3, 3] + clipped[:3]):
                     flags["workspace_clipped"] = True
                     c.workspace_clipped += 1
+                    logger.info("step %d: target clipped to the workspace at %s", step,
+                                np.round(target[:3, 3], 4).tolist())
                 gripper = self.sticky(clipped[6])
                 executed = executed_delta(state.ee_pose, target, gripper)
                 rec["executed_action"] = executed.round(6).tolist()

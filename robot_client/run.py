@@ -163,7 +163,10 @@ def run_trials(cfg: ClientConfig) -> int:
                     break
                 seed = cfg.seed + i
                 if cfg.robot == "sim" or not cfg.dry_run:
-                    robot.reset(seed)  # dry runs never move the real arm; the twin needs its scene
+                    try:
+                        robot.reset(seed)  # dry runs never move the real arm; the twin needs its scene
+                    except RuntimeError as e:  # the reset pose unreachable: the operator must look
+                        raise ClientError(str(e)) from None
                 goal = goal_rgb if goal_rgb is not None else robot.goal_image(max(info.image_size))
                 try:
                     client.set_goal(resize_for_policy(goal, info.image_size), info.name)
