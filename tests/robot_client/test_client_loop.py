@@ -158,3 +158,41 @@ def test_dry_run_queries_the_server_and_never_moves_the_arm(tmp_path, mock_serve
     xyz = np.array([s["ee_xyz"] for s in steps])
     assert np.abs(xyz - safety.RESET_XYZ).max() < 1e-6
     assert not (trial.parents[3] / trial.parts[-4] / "sheet.csv").exists()  # dry runs are not scored
+
+
+def test_ctrl_c_holds_at_once_and_ends_the_trial_as_aborted(tmp_path, mock_server):
+    import _thread
+
+    server = mock_server()
+    timer = threading.Timer(1.0, _thread.interrupt_main)  # what Ctrl-C does to the main thread
+    timer.start()
+    rc, trial = run_client(tmp_path, server.url, "--max-steps", "30")
+    timer.join()
+    assert rc == 0
+    meta, steps = load(trial)
+    assert meta["status"] == "aborted" and "Ctrl-C" in meta["reason"]
+    assert 3 <= len(steps) < 10 and meta["counters"]["holds"] >= 1
+    assert "aborted" in meta["score"]["notes"]
+
+
+def test_estop_key_holds_and_aborts(tmp_path, mock_server):
+    """The e-stop key sets the loop's stop event (robot_client.operator.estop_listener)."""
+    from robot_client.http import PolicyClient, check_metadata
+    from robot_client.loop import ControlLoop, LoopSettings
+    from robot_client.records import TrialRecord
+    from robot_client.robots.sim import WidowXSim
+
+    server = mock_server()
+    stop = threading.Event()
+    with PolicyClient(server.url) as client, WidowXSim() as robot:
+        info = check_metadata(client.metadata(), None)
+        robot.reset(0)
+        client.set_goal(robot.goal_image(128), info.name)
+        record = TrialRecord(tmp_path, 1, {})
+        threading.Timer(0.5, stop.set).start()
+        started = time.monotonic()
+        outcome = ControlLoop(robot, robot.camera, client, LoopSettings(max_steps=50), info.image_size,
+                              info.fingerprint, stop).run(record, "ep")
+        record.finish(status=outcome.status)
+    assert outcome.status == "aborted" and "e-stop" in outcome.reason
+    assert time.monotonic() - started < 0.5 + PERIOD + 0.1  # within one period of the key

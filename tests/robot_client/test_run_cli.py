@@ -119,3 +119,62 @@ def test_points_prompt_validates_and_allows_skipping():
     out = io.StringIO()
     assert operator.ask_points(1, "aborted", "server lost", read=lambda _: next(answers), out=out) is None
     assert "aborted (server lost)" in out.getvalue()
+
+
+def test_estop_listener_reacts_to_a_key_on_a_terminal(monkeypatch):
+    import os
+    import threading
+    import time
+
+    master, slave = os.openpty()
+    monkeypatch.setattr(sys, "stdin", os.fdopen(slave, "r"))
+    stop = threading.Event()
+    with operator.estop_listener(stop) as listening:
+        assert listening
+        os.write(master, b"x")
+        time.sleep(0.15)
+        assert not stop.is_set()  # other keys do nothing
+        os.write(master, b" ")
+        assert stop.wait(1.0)
+    os.close(master)
+
+
+def test_estop_listener_is_off_without_a_terminal():
+    import threading
+
+    with operator.estop_listener(threading.Event()) as listening:
+        assert not listening  # pytest's stdin is not a TTY
+
+
+def test_show_without_a_display_is_one_line(tmp_path, capsys, mock_server):
+    import cv2
+
+    try:
+        cv2.namedWindow("probe")
+        cv2.destroyWindow("probe")
+        pytest.skip("this OpenCV can open windows")
+    except cv2.error:
+        pass
+    server = mock_server()
+    rc = run.main(["--task", "single_pnp", "--server", server.url, "--show", "--out", str(tmp_path), "--no-prompt"])
+    assert rc == 2 and "--show needs a display" in one_error_line(capsys)
+
+
+def test_live_view_shows_frame_goal_and_distance_curve(monkeypatch):
+    import cv2
+    import numpy as np
+
+    from robot_client.show import PANEL, LiveView
+
+    shown = []
+    monkeypatch.setattr(cv2, "namedWindow", lambda *a: None)
+    monkeypatch.setattr(cv2, "imshow", lambda name, img: shown.append(img))
+    monkeypatch.setattr(cv2, "waitKey", lambda ms: -1)
+    monkeypatch.setattr(cv2, "destroyWindow", lambda name: None)
+    view = LiveView()
+    view.start_trial(np.zeros((128, 128, 3), np.uint8))
+    for d in (30.0, None, 20.0, 10.0):
+        view.update({"distance": d}, np.full((480, 640, 3), 200, np.uint8))
+    view.close()
+    assert len(shown) == 4 and shown[-1].shape == (PANEL, 3 * PANEL, 3)
+    assert (shown[-1][:, 2 * PANEL:] != 255).any()  # the curve was drawn
