@@ -20,10 +20,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from client_helpers import REPO, free_port
 
 from robot_client import run
 from robot_client.records import read_steps
-from tests.robot_client.conftest import REPO, free_port
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None or importlib.util.find_spec("fastapi") is None,
                                 reason="the real server needs the train and serve extras")

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from client_helpers import free_port
 
 from robot_client import operator, run
-from tests.robot_client.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
