@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import signal
 import threading
 import time
 from pathlib import Path
@@ -47,9 +48,13 @@ def test_trial_runs_at_5hz_and_writes_a_complete_record(tmp_path, mock_server):
     assert meta["goal_sha256"] and meta["client_version"] and "config" in meta and meta["operator"] == "test"
     assert meta["config"]["token"] is None
     assert len(steps) == 12 and [s["step"] for s in steps] == list(range(12))
-    assert meta["counters"]["deadline_misses"] == 0 and meta["counters"]["holds"] == 0
-    starts = np.array([s["t"] + s["lateness_ms"] / 1000 for s in steps])
-    assert np.allclose(np.diff(starts), PERIOD, atol=0.02)  # 5 Hz, on schedule
+    assert meta["counters"]["holds"] == 0
+    # 5 Hz on schedule; a shared CI machine may preempt the process once, which the loop must
+    # then count as a deadline miss (and skip a period) rather than hide
+    assert meta["counters"]["deadline_misses"] <= 1
+    periods = np.diff([s["t"] + s["lateness_ms"] / 1000 for s in steps])
+    assert abs(np.median(periods) - PERIOD) < 0.002
+    assert np.mean(np.abs(periods - PERIOD) < 0.02) >= 0.9
     for s in steps:
         for key in ("frame_age_ms", "observe_ms", "request_ms", "round_trip_ms", "dispatch_ms", "raw_action",
                     "executed_action", "distance", "server_ms", "flags", "seq"):
@@ -164,10 +169,16 @@ def test_ctrl_c_holds_at_once_and_ends_the_trial_as_aborted(tmp_path, mock_serve
     import _thread
 
     server = mock_server()
+    # earlier tests (an in-process server) may have replaced the SIGINT handler; a terminal's Ctrl-C
+    # reaches mqe-robot with Python's default one
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(1.0, _thread.interrupt_main)  # what Ctrl-C does to the main thread
     timer.start()
-    rc, trial = run_client(tmp_path, server.url, "--max-steps", "30")
-    timer.join()
+    try:
+        rc, trial = run_client(tmp_path, server.url, "--max-steps", "30")
+    finally:
+        timer.join()
+        signal.signal(signal.SIGINT, previous)
     assert rc == 0
     meta, steps = load(trial)
     assert meta["status"] == "aborted" and "Ctrl-C" in meta["reason"]
