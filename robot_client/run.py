@@ -107,7 +107,6 @@ def _config_for_meta(cfg: ClientConfig) -> dict:
 
 def run_trials(cfg: ClientConfig) -> int:
     """Check the server, connect the robot, then run, record and score cfg.trials trials."""
-    from eval_protocols.sheets import SheetError, TrialRow, append_row
     from eval_protocols.tasks import TaskError, get_task
     from robot_client import operator
     from robot_client.http import MetadataMismatch, PolicyClient, ServerError, check_metadata
@@ -198,7 +197,7 @@ def run_trials(cfg: ClientConfig) -> int:
                 print(f"trial {n}: {record.meta['status']}{' (' + record.meta['reason'] + ')' if record.meta['reason'] else ''}; "
                       f"{c['steps']} steps, {c['holds']} holds, {c['clipped']} clipped, {c['deadline_misses']} "
                       f"deadline misses, {c['ik_failures']} IK failures -> {trial_dir}", flush=True)
-                _score(cfg, robot, task, record, info, sheet, date, operator, append_row, TrialRow, SheetError)
+                _score(cfg, robot, task, record, info.name, info.fingerprint, sheet, date)
         finally:
             robot.__exit__(None, None, None)  # hold and release the arm whatever happened
             if camera is not getattr(robot, "camera", None):
@@ -210,8 +209,12 @@ def run_trials(cfg: ClientConfig) -> int:
     return 0
 
 
-def _score(cfg, robot, task, record, info, sheet, date, operator, append_row, TrialRow, SheetError) -> None:  # noqa: N803
+def _score(cfg: ClientConfig, robot, task, record, policy: str, fingerprint: str, sheet: Path,
+           date: datetime.date) -> None:
     """Points from the operator (or the twin's scorer with --no-prompt) into the sheet and meta.json."""
+    from eval_protocols.sheets import SheetError, TrialRow, append_row
+    from robot_client import operator
+
     if cfg.dry_run:
         return
     if cfg.no_prompt:
@@ -230,8 +233,8 @@ def _score(cfg, robot, task, record, info, sheet, date, operator, append_row, Tr
         points, notes = answer
         if record.meta["status"] != "completed" and "aborted" not in notes:
             notes = f"aborted: {record.meta['reason']}" + (f"; {notes}" if notes else "")
-    row = TrialRow(policy=info.name, task=task.name, trial=record.trial, points=points, max_points=task.max_points,
-                   operator=cfg.operator, date=date.isoformat(), policy_fingerprint=info.fingerprint, notes=notes,
+    row = TrialRow(policy=policy, task=task.name, trial=record.trial, points=points, max_points=task.max_points,
+                   operator=cfg.operator, date=date.isoformat(), policy_fingerprint=fingerprint, notes=notes,
                    trial_dir=os.path.relpath(record.dir, Path(sheet).parent))
     record.meta["score"] = {"points": points, "max_points": task.max_points, "notes": notes, "sheet": str(sheet)}
     record.save_meta()
