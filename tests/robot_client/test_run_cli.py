@@ -178,3 +178,26 @@ def test_live_view_shows_frame_goal_and_distance_curve(monkeypatch):
     view.close()
     assert len(shown) == 4 and shown[-1].shape == (PANEL, 3 * PANEL, 3)
     assert (shown[-1][:, 2 * PANEL:] != 255).any()  # the curve was drawn
+
+
+def test_operator_scores_each_trial_into_the_sheet(tmp_path, mock_server):
+    """Prompts on stdin: Enter starts the trial, then points (a bad answer is asked again) and notes."""
+    import csv
+    import json
+
+    pytest.importorskip("mujoco")
+    server = mock_server()
+    out = tmp_path / "runs"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "robot_client" / "run.py"), "--task", "double_pnp", "--server", server.url,
+         "--max-steps", "3", "--out", str(out), "--operator", "jd"],
+        input="\n7\n2\ngood grasp\n", capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "outside 0..2" in proc.stdout
+    (sheet,) = out.glob("*/sheet.csv")
+    (row,) = list(csv.DictReader(open(sheet)))
+    assert (row["policy"], row["task"], row["trial"], row["points"], row["max_points"], row["success"]) == (
+        "mock", "double_pnp", "1", "2", "2", "true")
+    assert row["operator"] == "jd" and row["notes"] == "good grasp" and len(row["policy_fingerprint"]) == 64
+    meta = json.loads((sheet.parent / row["trial_dir"] / "meta.json").read_text())
+    assert meta["score"]["points"] == 2 and meta["status"] == "completed"
