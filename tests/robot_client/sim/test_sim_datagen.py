@@ -60,3 +60,19 @@ def test_refuses_a_non_empty_directory(dataset_dir, capsys):
     (stray / "notes.txt").write_text("keep me")
     assert _run(stray, "--overwrite") == 0
     assert (stray / "notes.txt").read_text() == "keep me"  # --overwrite removes only our files
+
+
+def test_generated_dataset_trains_with_mqe_train(dataset_dir, tmp_path):
+    """The twin's data goes through the real training entry point to a loadable checkpoint."""
+    from mqe_model import train
+    from mqe_model.policy import load_policy
+
+    workdir = tmp_path / "run"
+    code = train.main([
+        "--agent", "mqe", "--preset", "tiny", "--set", "encoder=impala_tiny", "batch_size=8",
+        "--image-size", "32", "--data", str(dataset_dir), "--workdir", str(workdir),
+        "--steps", "4", "--updates-per-dispatch", "2", "--log-every", "2",
+    ])
+    assert code == 0
+    policy = load_policy(workdir)
+    assert policy.observation_shape == (32, 32, 3) and policy.action_dim == 7 and policy.step == 4
