@@ -8,8 +8,11 @@ cd "$(dirname "$0")/.."
 venv="${1:-.venv}"
 extras="${2:-all,dev}"
 
-# System libraries for headless MuJoCo rendering (simulation twin); only where we may install them.
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+# System libraries for headless MuJoCo rendering, for the simulation twin only (extras sim or all),
+# and only where we may install them.
+needs_gl=0
+case ",${extras}," in *,sim,*|*,all,*) needs_gl=1 ;; esac
+if [ "$needs_gl" = 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   missing=""
   for pkg in libosmesa6 libegl1 libgl1; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing="$missing $pkg"
