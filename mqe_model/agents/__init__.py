@@ -1,0 +1,9 @@
+"""Agents (one file each: MQE, GCBC, GCIQL) and what every agent shares."""
+
+import jax
+
+
+def scan_updates(agent, batches):
+    """Run `agent._update` over the leading axis of `batches` in one lax.scan; info of the last step."""
+    agent, infos = jax.lax.scan(lambda a, b: a._update(b), agent, batches)
+    return agent, jax.tree_util.tree_map(lambda x: x[-1], infos)

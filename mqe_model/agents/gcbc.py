@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from mqe_model.agents import scan_updates
 from mqe_model.networks.encoders import make_encoder
 from mqe_model.networks.mlp import GaussianActorHead, gaussian_log_prob
 
@@ -104,7 +105,7 @@ class GCBCAgent(flax.struct.PyTreeNode):
     def _update(self, batch: Batch) -> tuple[GCBCAgent, dict]:
         grads, info = jax.grad(actor_loss, has_aux=True)(self.params, batch, self.config)
         updates, opt_state = _optimizer(self.config).update(grads, self.opt_state, self.params)
-        info["grad/norm"] = optax.global_norm(grads)
+        info["grad/norm"] = optax.tree.norm(grads)
         params = optax.apply_updates(self.params, updates)
         return self.replace(params=params, opt_state=opt_state, step=self.step + 1), info
 
@@ -116,8 +117,7 @@ class GCBCAgent(flax.struct.PyTreeNode):
     @jax.jit
     def update_many(self, batches: Batch) -> tuple[GCBCAgent, dict]:
         """Several updates in one dispatch over a leading axis of batches (lax.scan)."""
-        agent, infos = jax.lax.scan(lambda a, b: a._update(b), self, batches)
-        return agent, jax.tree_util.tree_map(lambda x: x[-1], infos)
+        return scan_updates(self, batches)
 
     @jax.jit
     def sample_actions(self, observations: jax.Array, goals: jax.Array, seed: jax.Array,

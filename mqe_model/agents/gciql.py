@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from mqe_model.agents import scan_updates
 from mqe_model.networks.encoders import make_encoder
 from mqe_model.networks.mlp import MLP, GaussianActorHead, ensemble, gaussian_log_prob
 
@@ -187,7 +188,7 @@ class GCIQLAgent(flax.struct.PyTreeNode):
         updates, opt_state = _optimizer(self.config).update(grads, self.opt_state, self.params)
         params = optax.apply_updates(self.params, updates)
         target = optax.incremental_update(params["critic"], self.target_critic, self.config.tau)
-        info["grad/norm"] = optax.global_norm(grads)
+        info["grad/norm"] = optax.tree.norm(grads)
         agent = self.replace(params=params, target_critic=target, opt_state=opt_state,
                              step=self.step + 1)
         return agent, info
@@ -200,8 +201,7 @@ class GCIQLAgent(flax.struct.PyTreeNode):
     @jax.jit
     def update_many(self, batches: Batch) -> tuple[GCIQLAgent, dict]:
         """Several updates in one dispatch over a leading axis of batches (lax.scan)."""
-        agent, infos = jax.lax.scan(lambda a, b: a._update(b), self, batches)
-        return agent, jax.tree_util.tree_map(lambda x: x[-1], infos)
+        return scan_updates(self, batches)
 
     @jax.jit
     def sample_actions(self, observations: jax.Array, goals: jax.Array, seed: jax.Array,

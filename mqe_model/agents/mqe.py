@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from mqe_model.agents import scan_updates
 from mqe_model.networks.encoders import make_encoder
 from mqe_model.networks.mlp import MLP, GaussianActorHead, ensemble, gaussian_log_prob
 from mqe_model.quasimetric import mrn_distance, mrn_pairwise, mrn_pairwise_naive
@@ -280,8 +281,7 @@ class MQEAgent(flax.struct.PyTreeNode):
     @jax.jit
     def update_many(self, batches: Batch) -> tuple[MQEAgent, dict]:
         """Several updates in one dispatch: `batches` has a leading axis of updates (lax.scan)."""
-        agent, infos = jax.lax.scan(lambda a, b: a._update(b), self, batches)
-        return agent, jax.tree_util.tree_map(lambda x: x[-1], infos)
+        return scan_updates(self, batches)
 
     @jax.jit
     def sample_actions(
