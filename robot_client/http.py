@@ -88,29 +88,24 @@ def check_metadata(meta: Any, policy: str | None) -> PolicyInfo:
     if entry.get("action_dim") != safety.ACTION_DIM:
         raise MetadataMismatch(f"policy '{name}' has action_dim {entry.get('action_dim')}; the WidowX takes "
                                f"{safety.ACTION_DIM} ({', '.join(safety.ACTION_NAMES)}): serve a Bridge-style policy")
-    # DESIGN.md section 2 names the fields names/image_size; the server also answers
-    # action_names/image {height, width, resize}: accept both spellings
-    names = entry.get("names", entry.get("action_names"))
+    # Field names as server.runtime.PolicyRuntime.metadata writes them.
+    names = entry.get("action_names")
     if names is not None and tuple(names) != safety.ACTION_NAMES:
         raise MetadataMismatch(f"policy '{name}' actions are {names}, not {list(safety.ACTION_NAMES)}")
-    if "image_size" in entry:
-        size = entry["image_size"]
-    elif "image" in entry:
-        image = entry["image"]
-        if isinstance(image, dict) and image.get("resize", "area") != "area":
-            raise MetadataMismatch(f"policy '{name}' was trained with resize '{image['resize']}'; this client "
-                                   "resizes with area interpolation only")
-        size = None if image is None else [image.get("height"), image.get("width")]
-    else:
-        raise MetadataMismatch(f"policy '{name}' metadata has no image size (image_size or image)")
-    if size is None:
-        raise MetadataMismatch(f"policy '{name}' is state-based (image_size null); the robot client "
+    if "image" not in entry:
+        raise MetadataMismatch(f"policy '{name}' metadata has no 'image' entry (its image size)")
+    image = entry["image"]
+    if image is None:
+        raise MetadataMismatch(f"policy '{name}' is state-based (image null); the robot client "
                                "drives image policies only: serve a pixel checkpoint")
-    if isinstance(size, int):
-        size = (size, size)
-    if (not isinstance(size, list | tuple) or len(size) not in (2, 3)
-            or not all(isinstance(s, int) and s > 0 for s in size[:2])):
-        raise MetadataMismatch(f"policy '{name}' image_size {size!r} is not a size (int or [height, width])")
+    if not isinstance(image, dict):
+        raise MetadataMismatch(f"policy '{name}' image {image!r} is not {{height, width, resize}}")
+    if image.get("resize", "area") != "area":
+        raise MetadataMismatch(f"policy '{name}' was trained with resize '{image['resize']}'; this client "
+                               "resizes with area interpolation only")
+    size = [image.get("height"), image.get("width")]
+    if not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in size):
+        raise MetadataMismatch(f"policy '{name}' image {image!r} has no positive integer height and width")
     hz = entry.get("control_hz")
     return PolicyInfo(name, str(entry.get("algorithm", "")), entry.get("step"), str(entry.get("fingerprint", "")),
                       (int(size[0]), int(size[1])), int(entry["action_dim"]),

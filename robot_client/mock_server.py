@@ -53,9 +53,10 @@ def make_metadata(image_size: int | None = 128, action_dim: int = 7, schema_vers
         "schema_version": schema_version,
         "policies": [{
             "name": name, "algorithm": "mock", "step": 0, "fingerprint": FINGERPRINT,
-            "image_size": image_size, "action_dim": action_dim,
-            "names": ["dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper"][:action_dim] if action_dim == 7 else None,
-            "low": [-0.05] * 3 + [-0.25] * 3 + [0.0], "high": [0.05] * 3 + [0.25] * 3 + [1.0],
+            "image": None if image_size is None else {"height": image_size, "width": image_size, "resize": "area"},
+            "action_dim": action_dim,
+            "action_names": ["dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper"] if action_dim == 7 else None,
+            "action_low": [-0.05] * 3 + [-0.25] * 3 + [0.0], "action_high": [0.05] * 3 + [0.25] * 3 + [1.0],
             "control_hz": 5.0,
         }],
     }

@@ -47,14 +47,23 @@ def test_check_metadata_accepts_a_bridge_image_policy():
     info = check_metadata(make_metadata(image_size=128), None)
     assert info.name == "mock" and info.image_size == (128, 128) and info.fingerprint == FINGERPRINT
     meta = make_metadata()
-    meta["policies"][0]["image_size"] = [96, 128]
+    meta["policies"][0]["image"] = {"height": 96, "width": 128, "resize": "area"}
     assert check_metadata(meta, "mock").image_size == (96, 128)
+
+
+def with_image(image) -> dict:
+    meta = make_metadata()
+    meta["policies"][0]["image"] = image
+    return meta
 
 
 @pytest.mark.parametrize(("meta", "policy", "message"), [
     (make_metadata(schema_version=2), None, "protocol version 2"),
     (make_metadata(action_dim=6), None, "action_dim 6"),
     (make_metadata(image_size=None), None, "state-based"),
+    (with_image({"height": 128, "width": 128, "resize": "bilinear"}), None, "resize 'bilinear'"),
+    (with_image({"height": 0, "width": 128}), None, "positive integer height and width"),
+    (with_image([128, 128]), None, "is not"),
     (make_metadata(), "gcbc", "unknown policy 'gcbc'"),
     ({"schema_version": 1, "policies": []}, None, "no policy"),
     ({"schema_version": 1, "policies": make_metadata()["policies"] + make_metadata(name="b")["policies"]},
