@@ -140,26 +140,22 @@ def collect_episodes(spec: DatasetSpec, seed: int, workers: int, progress: bool)
     from tqdm import tqdm
 
     seeds = [episode_seed(seed, i) for i in range(spec.episodes + spec.val_episodes)]
-    bar = tqdm(total=len(seeds) * spec.length, unit="step", unit_scale=True, disable=not progress,
-               desc=spec.name, dynamic_ncols=True)
-    episodes = []
-    try:
+    workers = min(workers, len(seeds))
+    episodes: list[dict[str, Any]] = []
+    with tqdm(total=len(seeds) * spec.length, unit="step", unit_scale=True, disable=not progress,
+              desc=spec.name, dynamic_ncols=True) as bar:
         if workers == 1:
             _init_worker(spec)
-            results = map(_collect, seeds)
-            pool = None
-        else:
-            # spawn: a fresh interpreter per worker, no MuJoCo or GL state inherited from the parent.
-            pool = multiprocessing.get_context("spawn").Pool(workers, _init_worker, (spec,))
-            results = pool.imap(_collect, seeds)
-        for result in results:
-            episodes.append(result)
-            bar.update(len(result["arrays"]["terminals"]))
-        if pool is not None:
-            pool.close()
-            pool.join()
-    finally:
-        bar.close()
+            for result in map(_collect, seeds):
+                episodes.append(result)
+                bar.update(len(result["arrays"]["terminals"]))
+            return episodes
+        # spawn: a fresh interpreter per worker, no MuJoCo or GL state inherited from the parent;
+        # the context manager terminates the workers if collection fails or is interrupted.
+        with multiprocessing.get_context("spawn").Pool(workers, _init_worker, (spec,)) as pool:
+            for result in pool.imap(_collect, seeds):
+                episodes.append(result)
+                bar.update(len(result["arrays"]["terminals"]))
     return episodes
 
 
@@ -196,6 +192,7 @@ def settings_record(cfg: GenerateConfig, spec: DatasetSpec, episodes: list[dict[
         policy = {"oracle": "plan", "noise": manip_data.PLAN_NOISE, "noise_smoothing": manip_data.PLAN_NOISE_SMOOTHING,
                   "segment_dt": manip_data.SEGMENT_DT, "p_stack": "0 single, U(0, 0.25) double, 0.5 otherwise"}
     transitions = sum(len(e["arrays"]["terminals"]) for e in episodes)
+    workers = min(cfg.workers, len(episodes))  # collect_episodes never starts more than one per episode
     return {
         "dataset": spec.name, "env_id": spec.env_id, "family": spec.family, "dataset_type": spec.dataset_type,
         "seed": cfg.seed, "episode_seeds": "numpy SeedSequence([seed, episode index])",
@@ -205,8 +202,8 @@ def settings_record(cfg: GenerateConfig, spec: DatasetSpec, episodes: list[dict[
         "mujoco_version": mujoco.__version__, "ogbench_version": importlib.metadata.version("ogbench"),
         # Manipulation contact dynamics differ between MuJoCo 3.2 (the official files) and later versions.
         "mujoco_note": "pointmaze is identical across MuJoCo versions; manipulation contacts differ from the official (MuJoCo 3.2-era) files",
-        "workers": cfg.workers, "seconds": round(seconds, 1),
-        "transitions_per_s_per_worker": round(transitions / seconds / cfg.workers, 1),
+        "workers": workers, "seconds": round(seconds, 1),
+        "transitions_per_s_per_worker": round(transitions / seconds / workers, 1),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
