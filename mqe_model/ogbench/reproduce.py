@@ -129,6 +129,16 @@ def ensure_data(cfg: ReproduceConfig, dataset: str) -> tuple[Path, str | None]:
     return path, shlex.join(command)
 
 
+def checkpoint_interval(eval_every: int) -> int:
+    """mqe-train's --save-every: every 50k updates when that lands on each evaluation, else at each one.
+
+    The training loop runs updates in chunks that end only at checkpoint steps, and evaluates at chunk
+    ends; checkpoint steps that include every multiple of --eval-every keep evaluations on schedule.
+    """
+    default = 50_000
+    return min(eval_every, default) if default % eval_every == 0 or eval_every % default == 0 else eval_every
+
+
 def train_command(cfg: ReproduceConfig, dataset: str, data: Path, seed: int, workdir: Path) -> list[str]:
     """The mqe-train command line of one seed."""
     overrides = ([f"alpha={paper_alpha(dataset)}"] if cfg.agent == "mqe" else []) + list(cfg.set)
@@ -136,7 +146,7 @@ def train_command(cfg: ReproduceConfig, dataset: str, data: Path, seed: int, wor
                "--data", str(data), "--workdir", str(workdir), "--steps", str(cfg.steps), "--seed", str(seed),
                "--eval-env", dataset, "--eval-every", str(cfg.eval_every),
                "--eval-episodes", str(cfg.eval_episodes), "--eval-workers", str(cfg.eval_workers),
-               "--log-every", str(min(1000, cfg.steps)), "--save-every", str(min(50_000, cfg.steps)),
+               "--log-every", str(min(1000, cfg.steps)), "--save-every", str(min(checkpoint_interval(cfg.eval_every), cfg.steps)),
                "--overwrite" if cfg.overwrite else "--resume"]
     command += ["--set", *overrides] if overrides else []
     return command + ([] if cfg.progress else ["--no-progress"])

@@ -28,8 +28,13 @@ def test_score_is_mean_of_last_three_evaluations():
     assert reproduce.seed_score(rows[:1]) == 0.0
 
 
+def test_checkpoints_land_on_every_evaluation():
+    assert reproduce.checkpoint_interval(100_000) == 50_000
+    assert reproduce.checkpoint_interval(10) == 10 and reproduce.checkpoint_interval(30_000) == 30_000
+
+
 def test_tiny_reproduction_writes_its_row(tmp_path):
-    args = ["pointmaze-medium-navigate", "--preset", "tiny", "--steps", "20", "--eval-every", "20",
+    args = ["pointmaze-medium-navigate", "--preset", "tiny", "--steps", "20", "--eval-every", "10",
             "--eval-episodes", "1", "--data-dir", str(tmp_path / "data"), "--runs-dir", str(tmp_path / "runs"),
             "--data-episodes", "3", "--data-length", "50", "--no-progress"]
     assert reproduce.main(args) == 0
@@ -38,7 +43,7 @@ def test_tiny_reproduction_writes_its_row(tmp_path):
     assert row["alpha"] == 0.03 and row["steps"] == 20 and row["seeds"] == [0]
     assert 0.0 <= row["success_mean"] <= 100.0 and row["success_sem"] is None
     (run,) = row["runs"]
-    assert run["evaluations"][-1]["step"] == 20 and "--set alpha=0.03" in run["command"]
+    assert [e["step"] for e in run["evaluations"]] == [10, 20] and "--set alpha=0.03" in run["command"]
     assert "mqe-ogbench-data pointmaze-medium-navigate-v0" in row["data"]["generated_by"]
     assert row["data"]["settings"]["mujoco_version"]
     assert "| pointmaze-medium-navigate-v0 | mqe |" in out.with_suffix(".md").read_text()
