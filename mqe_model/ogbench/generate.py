@@ -20,7 +20,7 @@ import sys
 import time
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import tyro
@@ -96,7 +96,7 @@ def dataset_spec(name: str, episodes: int | None = None, length: int | None = No
 class GenerateConfig:
     """Generate one OGBench dataset (training and validation files) with OGBench's settings."""
 
-    dataset: tyro.conf.Positional[str]  # OGBench dataset name, e.g. pointmaze-giant-stitch-v0
+    dataset: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="DATASET")]  # OGBench dataset name, e.g. pointmaze-giant-stitch-v0
     out_dir: Path = Path("data/ogbench")  # where <name>.npz, <name>-val.npz and <name>.json go
     seed: int = 0  # master seed; episode i uses a seed derived from (seed, i)
     episodes: int | None = None  # training episodes; None: the official count (validation: a tenth)

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import tyro
@@ -77,7 +77,7 @@ def paper_alpha(dataset: str) -> float:
 class ReproduceConfig:
     """Generate (if missing), train and evaluate one OGBench dataset over several seeds."""
 
-    dataset: tyro.conf.Positional[str]  # OGBench dataset name, e.g. scene-play-v0
+    dataset: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="DATASET")]  # OGBench dataset name, e.g. scene-play-v0
     agent: Literal["mqe", "gcbc", "gciql"] = "mqe"  # algorithm
     seeds: tuple[int, ...] = (0,)  # training seeds (the paper: 8 for state-based tasks)
     steps: int = 1_000_000  # updates per run (the paper: 1M state-based)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mqe_model.data.dataset import load_dataset
-from mqe_model.ogbench import generate, maze_data
+from mqe_model.ogbench import generate, manip_data, maze_data
 
 ogbench = pytest.importorskip("ogbench", reason="dataset generation needs `pip install ogbench` (and MuJoCo)")
 
@@ -83,6 +83,9 @@ def test_cube_single_play_tiny(tmp_path):
     assert np.abs(dataset.actions).max() <= 1.0 and list(dataset.trajectory_lengths) == [60, 60]
     with np.load(tmp_path / f"{name}.npz") as f:
         assert f["qpos"].shape[0] == 120 and f["qvel"].shape[0] == 120
+    env, train, _ = ogbench.make_env_and_datasets(name, dataset_path=str(tmp_path / f"{name}.npz"))
+    assert train["observations"].shape[1] == env.observation_space.shape[0]
+    env.close()
     record = json.loads((tmp_path / f"{name}.json").read_text())
     assert record["policy"]["noise"] == 0.1 and record["policy"]["noise_smoothing"] == 0.5
     assert record["val_episodes"] == 1
@@ -108,6 +111,27 @@ def test_maze_helpers_on_a_small_map():
     assert maze_data.bfs_distances(maze_map, (1, 1))[0, 0] == -1
     # Corridor middles (1,2) and (2,3) are not junctions; the ends and the corner are.
     assert set(maze_data.junction_cells(maze_map)) == {(1, 1), (1, 3), (3, 3)}
+
+
+def test_scene_health_check_rejects_a_cube_out_of_view():
+    qpos = np.zeros((5, 25))
+    qpos[:, 14:17] = [0.4, 0.0, 0.02]
+    assert manip_data.scene_episode_healthy(qpos)
+    right = qpos.copy()
+    right[3, 15] = 0.29
+    assert not manip_data.scene_episode_healthy(right)
+    left = qpos.copy()
+    left[3, 15] = -0.31
+    assert not manip_data.scene_episode_healthy(left)
+    left[3, 16] = 0.07  # inside the drawer: allowed
+    assert manip_data.scene_episode_healthy(left)
+
+
+def test_stack_probability_per_environment():
+    rng = np.random.default_rng(0)
+    assert manip_data.stack_probability("cube-single-v0", rng) == 0.0
+    assert all(0.0 <= manip_data.stack_probability("cube-double-v0", rng) <= 0.25 for _ in range(50))
+    assert manip_data.stack_probability("scene-v0", rng) == 0.5
 
 
 def test_official_sizes():
