@@ -106,14 +106,29 @@ class ReproduceConfig:
             raise ReproduceError("--steps, --eval-every and --eval-episodes must be >= 1")
 
 
+def check_existing_sizes(settings_path: Path, wanted: generate.DatasetSpec) -> None:
+    """Refuse a dataset generated earlier with other sizes (a tiny test file must not pass for the real one)."""
+    if not settings_path.is_file():
+        logger.info("%s: no settings file; taking the data as an official OGBench file", settings_path)
+        return
+    settings = json.loads(settings_path.read_text())
+    have = (settings.get("episodes"), settings.get("length"))
+    if have != (wanted.episodes, wanted.length):
+        raise ReproduceError(f"{settings_path}: the existing dataset has {have[0]} episodes x {have[1]} steps, not "
+                             f"{wanted.episodes} x {wanted.length}; regenerate it (mqe-ogbench-data {wanted.name} "
+                             "--overwrite) or pass matching --data-episodes/--data-length")
+
+
 def ensure_data(cfg: ReproduceConfig, dataset: str) -> tuple[Path, str | None]:
     """The dataset file to train on and the generation command when it was generated now."""
     if cfg.data is not None:
         if not cfg.data.is_file():
             raise ReproduceError(f"--data {cfg.data}: no such file")
         return cfg.data, None
-    path = generate.output_paths(cfg.data_dir, dataset)["train"]
+    paths = generate.output_paths(cfg.data_dir, dataset)
+    path = paths["train"]
     if path.is_file():
+        check_existing_sizes(paths["settings"], generate.dataset_spec(dataset, cfg.data_episodes, cfg.data_length))
         logger.info("using existing %s", path)
         return path, None
     gen = generate.GenerateConfig(dataset, cfg.data_dir, cfg.data_seed, cfg.data_episodes, cfg.data_length,

@@ -34,10 +34,10 @@ def test_checkpoints_land_on_every_evaluation():
 
 
 def test_tiny_reproduction_writes_its_row(tmp_path):
-    args = ["pointmaze-medium-navigate", "--preset", "tiny", "--steps", "20", "--eval-every", "10",
-            "--eval-episodes", "1", "--data-dir", str(tmp_path / "data"), "--runs-dir", str(tmp_path / "runs"),
-            "--data-episodes", "3", "--data-length", "50", "--no-progress"]
-    assert reproduce.main(args) == 0
+    official = ["pointmaze-medium-navigate", "--preset", "tiny", "--steps", "20", "--eval-every", "10",
+                "--eval-episodes", "1", "--data-dir", str(tmp_path / "data"), "--runs-dir", str(tmp_path / "runs"),
+                "--no-progress"]
+    assert reproduce.main([*official, "--data-episodes", "3", "--data-length", "50"]) == 0
     out = tmp_path / "runs" / "pointmaze-medium-navigate-v0" / "mqe"
     row = json.loads(out.with_suffix(".json").read_text())
     assert row["alpha"] == 0.03 and row["steps"] == 20 and row["seeds"] == [0]
@@ -47,6 +47,8 @@ def test_tiny_reproduction_writes_its_row(tmp_path):
     assert "mqe-ogbench-data pointmaze-medium-navigate-v0" in row["data"]["generated_by"]
     assert row["data"]["settings"]["mujoco_version"]
     assert "| pointmaze-medium-navigate-v0 | mqe |" in out.with_suffix(".md").read_text()
+    # The tiny file must not be taken for the official-size dataset.
+    assert reproduce.main(official) == 2
 
 
 def test_unknown_dataset_is_one_line_and_exit_2(tmp_path, capsys):
