@@ -30,7 +30,9 @@ from mqe_model.ogbench import manip_data, maze_data
 logger = logging.getLogger(__name__)
 
 MAZE_SIZES = ("medium", "large", "giant", "teleport")
-MANIPULATION_ENVS = ("cube-single", "cube-double", "scene", "puzzle-3x3", "puzzle-4x4")
+# Training episodes of the play and noisy datasets (OGBench's data_gen_scripts/commands.sh); 1001 steps each.
+MANIPULATION_EPISODES = {"cube-single": 1000, "cube-double": 1000, "cube-triple": 3000, "cube-quadruple": 5000,
+                         "scene": 1000, "puzzle-3x3": 1000, "puzzle-4x4": 1000, "puzzle-4x5": 3000, "puzzle-4x6": 5000}
 # Families OGBench publishes that cannot be generated here, and why.
 UNSUPPORTED = {
     "visual": "pixel datasets render every frame (~110 ms a frame on this machine's software renderer): too slow here",
@@ -77,14 +79,11 @@ def dataset_spec(name: str, episodes: int | None = None, length: int | None = No
             sizes = (5000, 201)
         else:
             sizes = (500, 2001) if "giant" in env_base else (1000, 1001)
-    elif env_base in MANIPULATION_ENVS and dataset_type == "play":
-        family, sizes = "manipulation", (1000, 1001)
-    elif env_base in MANIPULATION_ENVS and dataset_type == "noisy":
-        raise GenerateError(f"{full}: not supported: the noisy datasets use OGBench's Markov oracles, whose "
-                            "settings are not reproduced here; use the -play dataset")
+    elif env_base in MANIPULATION_EPISODES and dataset_type in ("play", "noisy"):
+        family, sizes = "manipulation", (MANIPULATION_EPISODES[env_base], 1001)
     else:
         known = [f"pointmaze-{s}-{t}-v0" for s in MAZE_SIZES for t in ("navigate", "stitch")]
-        known += [f"{e}-play-v0" for e in MANIPULATION_ENVS]
+        known += [f"{e}-{t}-v0" for e in MANIPULATION_EPISODES for t in ("play", "noisy")]
         raise GenerateError(f"{full}: unknown dataset; supported: {', '.join(known)}")
     out_episodes, out_length = episodes or sizes[0], length or sizes[1]
     if out_episodes < 1 or out_length < 2:
@@ -128,7 +127,7 @@ def _init_worker(spec: DatasetSpec) -> None:
     if spec.family == "maze":
         _collector = maze_data.MazeCollector(spec.env_id, spec.dataset_type, spec.length)
     else:
-        _collector = manip_data.ManipulationCollector(spec.env_id, spec.length)
+        _collector = manip_data.ManipulationCollector(spec.env_id, spec.dataset_type, spec.length)
 
 
 def _collect(seed: int) -> dict[str, Any]:
@@ -188,9 +187,15 @@ def settings_record(cfg: GenerateConfig, spec: DatasetSpec, episodes: list[dict[
     if spec.family == "maze":
         policy = {"oracle": "get_oracle_subgoal unit direction", "action_noise_std": maze_data.ACTION_NOISE_STD,
                   "goal_cells": "junction cells" if spec.dataset_type == "navigate" else f"{maze_data.STITCH_GOAL_STEPS} BFS steps from the start"}
-    else:
+    elif spec.dataset_type == "play":
         policy = {"oracle": "plan", "noise": manip_data.PLAN_NOISE, "noise_smoothing": manip_data.PLAN_NOISE_SMOOTHING,
-                  "segment_dt": manip_data.SEGMENT_DT, "p_stack": "0 single, U(0, 0.25) double, 0.5 otherwise"}
+                  "segment_dt": manip_data.SEGMENT_DT,
+                  "p_stack": "0 single, U(0, 0.25) double, U(0.05, 0.35) triple, U(0.1, 0.5) quadruple, 0.5 otherwise"}
+    else:
+        policy = {"oracle": "markov", "min_norm": manip_data.MARKOV_MIN_NORM,
+                  "action_noise": f"N(0, xi * {manip_data.MARKOV_NOISE_SCALE.tolist()}), xi ~ U(0, {manip_data.MARKOV_MAX_NOISE}) per episode",
+                  "p_random_action": manip_data.random_action_probability(spec.env_id, spec.dataset_type),
+                  "p_stack": "0 single, U(0, 0.25) double, U(0.05, 0.35) triple, U(0.1, 0.5) quadruple, 0.5 otherwise"}
     transitions = sum(len(e["arrays"]["terminals"]) for e in episodes)
     workers = min(cfg.workers, len(episodes))  # collect_episodes never starts more than one per episode
     return {

@@ -91,6 +91,17 @@ def test_cube_single_play_tiny(tmp_path):
     assert record["val_episodes"] == 1
 
 
+def test_noisy_dataset_uses_markov_oracles_with_random_actions(tmp_path):
+    name = "cube-single-noisy-v0"
+    assert generate.main(_generate(tmp_path, name, 1, 40, "--workers", "1")) == 0
+    dataset = load_dataset(tmp_path / f"{name}.npz")
+    assert dataset.actions.shape == (40, 5) and np.abs(dataset.actions).max() <= 1.0
+    record = json.loads((tmp_path / f"{name}.json").read_text())
+    assert record["policy"]["oracle"] == "markov" and record["policy"]["p_random_action"] == 0.1
+    assert manip_data.random_action_probability("puzzle-4x4-v0", "noisy") == 0.2
+    assert manip_data.random_action_probability("scene-v0", "play") == 0.0
+
+
 def test_stitch_goals_are_four_cells_away():
     collector = maze_data.MazeCollector("pointmaze-medium-v0", "stitch", 201)
     rng = np.random.default_rng(0)
@@ -131,6 +142,7 @@ def test_stack_probability_per_environment():
     rng = np.random.default_rng(0)
     assert manip_data.stack_probability("cube-single-v0", rng) == 0.0
     assert all(0.0 <= manip_data.stack_probability("cube-double-v0", rng) <= 0.25 for _ in range(50))
+    assert all(0.05 <= manip_data.stack_probability("cube-triple-v0", rng) <= 0.35 for _ in range(50))
     assert manip_data.stack_probability("scene-v0", rng) == 0.5
 
 
@@ -140,6 +152,8 @@ def test_official_sizes():
     assert (stitch.episodes, stitch.length, stitch.env_id) == (5000, 201, "pointmaze-large-v0")
     play = generate.dataset_spec("scene-play-v0")
     assert (play.episodes, play.length, play.val_episodes, play.env_id) == (1000, 1001, 100, "scene-v0")
+    assert generate.dataset_spec("cube-triple-noisy-v0").episodes == 3000
+    assert generate.dataset_spec("puzzle-4x6-play").episodes == 5000
 
 
 @pytest.mark.parametrize(("name", "reason"), [
@@ -147,7 +161,8 @@ def test_official_sizes():
     ("antmaze-large-navigate-v0", "expert"),
     ("humanoidmaze-giant-stitch-v0", "expert"),
     ("visual-cube-single-play-v0", "render"),
-    ("cube-double-noisy-v0", "Markov"),
+    ("cube-octuple-play-v0", "unknown dataset"),
+    ("pointmaze-medium-explore-v0", "unknown dataset"),
 ])
 def test_bad_dataset_is_one_line_and_exit_2(name, reason, tmp_path, capsys):
     assert generate.main([name, "--out-dir", str(tmp_path)]) == 2
