@@ -73,7 +73,8 @@ def dataset_spec(name: str, episodes: int | None = None, length: int | None = No
         raise GenerateError(f"{full}: not supported: {UNSUPPORTED[family_word]}")
     dataset_type = base.rsplit("-", 1)[-1]
     env_base = base.rsplit("-", 1)[0]
-    if family_word == "pointmaze" and dataset_type in ("navigate", "stitch") and env_base.split("-", 1)[-1] in MAZE_SIZES:
+    maze_size = env_base.split("-", 1)[-1]
+    if family_word == "pointmaze" and dataset_type in ("navigate", "stitch") and maze_size in MAZE_SIZES:
         family = "maze"
         if dataset_type == "stitch":
             sizes = (5000, 201)
@@ -95,7 +96,8 @@ def dataset_spec(name: str, episodes: int | None = None, length: int | None = No
 class GenerateConfig:
     """Generate one OGBench dataset (training and validation files) with OGBench's settings."""
 
-    dataset: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="DATASET")]  # OGBench dataset name, e.g. pointmaze-giant-stitch-v0
+    # OGBench dataset name, e.g. pointmaze-giant-stitch-v0
+    dataset: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="DATASET")]
     out_dir: Path = Path("data/ogbench")  # where <name>.npz, <name>-val.npz and <name>.json go
     seed: int = 0  # master seed; episode i uses a seed derived from (seed, i)
     episodes: int | None = None  # training episodes; None: the official count (validation: a tenth)
@@ -178,22 +180,26 @@ def concatenate(episodes: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     return {k: np.concatenate([e["arrays"][k] for e in episodes]) for k in episodes[0]["arrays"]}
 
 
-def settings_record(cfg: GenerateConfig, spec: DatasetSpec, episodes: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
+def settings_record(cfg: GenerateConfig, spec: DatasetSpec, episodes: list[dict[str, Any]],
+                    seconds: float) -> dict[str, Any]:
     """Everything needed to regenerate the data and judge it against the official files."""
     import importlib.metadata
 
     import mujoco
 
     if spec.family == "maze":
+        goals = ("junction cells" if spec.dataset_type == "navigate"
+                 else f"{maze_data.STITCH_GOAL_STEPS} BFS steps from the start")
         policy = {"oracle": "get_oracle_subgoal unit direction", "action_noise_std": maze_data.ACTION_NOISE_STD,
-                  "goal_cells": "junction cells" if spec.dataset_type == "navigate" else f"{maze_data.STITCH_GOAL_STEPS} BFS steps from the start"}
+                  "goal_cells": goals}
     elif spec.dataset_type == "play":
         policy = {"oracle": "plan", "noise": manip_data.PLAN_NOISE, "noise_smoothing": manip_data.PLAN_NOISE_SMOOTHING,
                   "segment_dt": manip_data.SEGMENT_DT,
                   "p_stack": "0 single, U(0, 0.25) double, U(0.05, 0.35) triple, U(0.1, 0.5) quadruple, 0.5 otherwise"}
     else:
         policy = {"oracle": "markov", "min_norm": manip_data.MARKOV_MIN_NORM,
-                  "action_noise": f"N(0, xi * {manip_data.MARKOV_NOISE_SCALE.tolist()}), xi ~ U(0, {manip_data.MARKOV_MAX_NOISE}) per episode",
+                  "action_noise": f"N(0, xi * {manip_data.MARKOV_NOISE_SCALE.tolist()}), "
+                                  f"xi ~ U(0, {manip_data.MARKOV_MAX_NOISE}) per episode",
                   "p_random_action": manip_data.random_action_probability(spec.env_id, spec.dataset_type),
                   "p_stack": "0 single, U(0, 0.25) double, U(0.05, 0.35) triple, U(0.1, 0.5) quadruple, 0.5 otherwise"}
     transitions = sum(len(e["arrays"]["terminals"]) for e in episodes)
@@ -206,7 +212,8 @@ def settings_record(cfg: GenerateConfig, spec: DatasetSpec, episodes: list[dict[
         "scene_retries": sum(e["retries"] for e in episodes),
         "mujoco_version": mujoco.__version__, "ogbench_version": importlib.metadata.version("ogbench"),
         # Manipulation contact dynamics differ between MuJoCo 3.2 (the official files) and later versions.
-        "mujoco_note": "pointmaze is identical across MuJoCo versions; manipulation contacts differ from the official (MuJoCo 3.2-era) files",
+        "mujoco_note": "pointmaze is identical across MuJoCo versions; manipulation contacts differ "
+                       "from the official (MuJoCo 3.2-era) files",
         "workers": workers, "seconds": round(seconds, 1),
         "transitions_per_s_per_worker": round(transitions / seconds / workers, 1),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -219,7 +226,8 @@ def generate(cfg: GenerateConfig) -> dict[str, Path]:
     paths = output_paths(cfg.out_dir, spec.name)
     existing = [str(p) for p in paths.values() if p.exists()]
     if existing and not cfg.overwrite:
-        raise GenerateError(f"{existing[0]}: already exists; pass --overwrite to replace it or choose another --out-dir")
+        raise GenerateError(f"{existing[0]}: already exists; pass --overwrite to replace it "
+                            "or choose another --out-dir")
     logger.info("generating %s: %d + %d episodes x %d steps in %s, %d worker(s)", spec.name, spec.episodes,
                 spec.val_episodes, spec.length, spec.env_id, cfg.workers)
     start = time.perf_counter()

@@ -23,7 +23,8 @@ SEGMENT_DT = 0.4  # default seconds per segment between keyframes (the oracles' 
 MAX_SCENE_RETRIES = 100  # redone scene episodes before giving up (a handful is typical)
 MARKOV_MIN_NORM = 0.4  # minimum action norm of the Markov oracles (noisy datasets)
 MARKOV_MAX_NOISE = 0.1  # noisy datasets: per-episode action noise level xi ~ U(0, 0.1)
-MARKOV_NOISE_SCALE = np.array([1.0, 1.0, 1.0, 3.0, 10.0])  # noise std per action dim, in units of xi (xyz, yaw, gripper)
+# Noise std per action dimension (x, y, z, yaw, gripper) in units of xi (noisy datasets).
+MARKOV_NOISE_SCALE = np.array([1.0, 1.0, 1.0, 3.0, 10.0])
 
 
 def random_action_probability(env_id: str, dataset_type: str) -> float:
@@ -106,7 +107,8 @@ class ManipulationCollector:
         ob, info = self.env.reset(seed=seed)
         oracle = self.oracles[info["privileged/target_task"]]
         oracle.reset(ob, info)
-        keys = ("observations", "actions", "terminals", "qpos", "qvel") + (("button_states",) if self.has_buttons else ())
+        keys = ("observations", "actions", "terminals", "qpos", "qvel")
+        keys += ("button_states",) if self.has_buttons else ()
         episode: dict[str, list] = {k: [] for k in keys}
         done = False
         while not done:

@@ -31,9 +31,10 @@ def junction_cells(maze_map: np.ndarray) -> list[Cell]:
     cells = []
     for i, j in free_cells(maze_map):
         # The maze has a wall border, so the neighbours of a free cell are always inside the map.
-        vertical = maze_map[i - 1, j] == 0 and maze_map[i + 1, j] == 0 and maze_map[i, j - 1] == 1 and maze_map[i, j + 1] == 1
-        horizontal = maze_map[i, j - 1] == 0 and maze_map[i, j + 1] == 0 and maze_map[i - 1, j] == 1 and maze_map[i + 1, j] == 1
-        if not (vertical or horizontal):
+        up, down, left, right = maze_map[i - 1, j], maze_map[i + 1, j], maze_map[i, j - 1], maze_map[i, j + 1]
+        vertical_corridor = up == 0 and down == 0 and left == 1 and right == 1
+        horizontal_corridor = left == 0 and right == 0 and up == 1 and down == 1
+        if not (vertical_corridor or horizontal_corridor):
             cells.append((i, j))
     return cells
 

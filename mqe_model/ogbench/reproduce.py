@@ -77,7 +77,8 @@ def paper_alpha(dataset: str) -> float:
 class ReproduceConfig:
     """Generate (if missing), train and evaluate one OGBench dataset over several seeds."""
 
-    dataset: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="DATASET")]  # OGBench dataset name, e.g. scene-play-v0
+    # OGBench dataset name, e.g. scene-play-v0
+    dataset: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="DATASET")]
     agent: Literal["mqe", "gcbc", "gciql"] = "mqe"  # algorithm
     seeds: tuple[int, ...] = (0,)  # training seeds (the paper: 8 for state-based tasks)
     steps: int = 1_000_000  # updates per run (the paper: 1M state-based)
@@ -85,7 +86,7 @@ class ReproduceConfig:
     set: tuple[str, ...] = ()  # further agent overrides, key=value, applied after the paper's alpha
     eval_every: int = 100_000  # updates between evaluations (the last step is always evaluated)
     eval_episodes: int = 50  # episodes per task, 5 tasks (OGBench: 50)
-    eval_workers: int = 2  # evaluation processes per run
+    eval_workers: int = 5  # evaluation processes per run (one per task keeps up with a GPU)
     data: Path | None = None  # dataset .npz to train on; None: <data-dir>/<dataset>.npz, generated if missing
     data_dir: Path = Path("data/ogbench")  # where generated datasets live
     data_seed: int = 0  # seed of a dataset generated here (one dataset for all training seeds)
@@ -161,7 +162,8 @@ def train_command(cfg: ReproduceConfig, dataset: str, data: Path, seed: int, wor
                "--data", str(data), "--workdir", str(workdir), "--steps", str(cfg.steps), "--seed", str(seed),
                "--eval-env", dataset, "--eval-every", str(cfg.eval_every),
                "--eval-episodes", str(cfg.eval_episodes), "--eval-workers", str(cfg.eval_workers),
-               "--log-every", str(min(1000, cfg.steps)), "--save-every", str(min(checkpoint_interval(cfg.eval_every), cfg.steps)),
+               "--log-every", str(min(1000, cfg.steps)),
+               "--save-every", str(min(checkpoint_interval(cfg.eval_every), cfg.steps)),
                "--overwrite" if cfg.overwrite else "--resume"]
     command += ["--set", *overrides] if overrides else []
     return command + ([] if cfg.progress else ["--no-progress"])
@@ -243,7 +245,8 @@ def markdown_row(row: dict[str, Any]) -> str:
             f"{duration} |")
 
 
-MARKDOWN_HEADER = ("| dataset | agent | ours (success %, mean ± s.e.) | paper | seeds | steps | MuJoCo | time per run |\n"
+MARKDOWN_HEADER = ("| dataset | agent | ours (success %, mean ± s.e.) | paper | seeds | steps | MuJoCo "
+                   "| time per run |\n"
                    "| --- | --- | --- | --- | --- | --- | --- | --- |")
 
 

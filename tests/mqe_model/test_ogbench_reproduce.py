@@ -35,7 +35,7 @@ def test_checkpoints_land_on_every_evaluation():
 
 def test_tiny_reproduction_writes_its_row(tmp_path):
     official = ["pointmaze-medium-navigate", "--preset", "tiny", "--steps", "20", "--eval-every", "10",
-                "--eval-episodes", "1", "--data-dir", str(tmp_path / "data"), "--runs-dir", str(tmp_path / "runs"),
+                "--eval-episodes", "1", "--eval-workers", "2", "--data-dir", str(tmp_path / "data"), "--runs-dir", str(tmp_path / "runs"),
                 "--no-progress"]
     assert reproduce.main([*official, "--data-episodes", "3", "--data-length", "50"]) == 0
     out = tmp_path / "runs" / "pointmaze-medium-navigate-v0" / "mqe"
