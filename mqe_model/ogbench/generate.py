@@ -86,7 +86,8 @@ def dataset_spec(name: str, episodes: int | None = None, length: int | None = No
         known = [f"pointmaze-{s}-{t}-v0" for s in MAZE_SIZES for t in ("navigate", "stitch")]
         known += [f"{e}-{t}-v0" for e in MANIPULATION_EPISODES for t in ("play", "noisy")]
         raise GenerateError(f"{full}: unknown dataset; supported: {', '.join(known)}")
-    out_episodes, out_length = episodes or sizes[0], length or sizes[1]
+    out_episodes = sizes[0] if episodes is None else episodes
+    out_length = sizes[1] if length is None else length
     if out_episodes < 1 or out_length < 2:
         raise GenerateError(f"--episodes {out_episodes} --length {out_length}: need at least 1 episode of 2 steps")
     return DatasetSpec(full, f"{env_base}-v0", family, dataset_type, out_episodes, out_length)

@@ -173,6 +173,7 @@ def test_bad_dataset_is_one_line_and_exit_2(name, reason, tmp_path, capsys):
 
 def test_bad_sizes_exit_2(tmp_path):
     assert generate.main([MAZE, "--out-dir", str(tmp_path), "--length", "1"]) == 2
+    assert generate.main([MAZE, "--out-dir", str(tmp_path), "--episodes", "0"]) == 2
     with pytest.raises(SystemExit) as exit_info:  # tyro reports __post_init__ errors and exits 2
         generate.main([MAZE, "--out-dir", str(tmp_path), "--workers", "0"])
     assert exit_info.value.code == 2
