@@ -46,8 +46,8 @@ PAPER_ALPHA = (
     (lambda name: name.startswith("pointmaze"), 0.03),
     (lambda name: name.startswith(("cube", "puzzle", "scene")) and name.endswith("-play"), 1.0),
 )
-# Paper, table "Comparisons of MQE against prior methods on OGBench": success % (mean, std error),
-# 8 seeds for state-based tasks; only the rows this reproduction targets.
+# Paper, table "OGBench Evaluation" (tab:ogbench): success % (mean, standard error over 8 seeds for
+# state-based tasks); only the rows this reproduction targets.
 PAPER_RESULTS = {
     ("mqe", "pointmaze-giant-navigate-v0"): (72.8, 2.5),
     ("mqe", "pointmaze-giant-stitch-v0"): (59.2, 3.2),
@@ -192,6 +192,7 @@ def run_seed(cfg: ReproduceConfig, dataset: str, data: Path, seed: int) -> dict[
     workdir = cfg.runs_dir / dataset / cfg.agent / f"seed{seed}"
     command = train_command(cfg, dataset, data, seed, workdir)
     logger.info("seed %d: %s", seed, shlex.join(command))
+    resumed = not cfg.overwrite and (workdir / "checkpoints").is_dir()
     package_root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
     start = time.perf_counter()
@@ -207,7 +208,9 @@ def run_seed(cfg: ReproduceConfig, dataset: str, data: Path, seed: int) -> dict[
     if len(evaluations) < SCORED_EVALUATIONS:
         logger.warning("seed %d: only %d evaluation(s); the score averages fewer than %d", seed,
                        len(evaluations), SCORED_EVALUATIONS)
+    # A resumed run's seconds cover this invocation only (a finished run is just re-scored).
     return {"seed": seed, "workdir": str(workdir), "command": shlex.join(command), "seconds": round(seconds, 1),
+            "resumed": resumed,
             "score": seed_score(evaluations),
             "evaluations": [{"step": row["step"], "success": row["eval/success"]} for row in evaluations]}
 
