@@ -72,6 +72,8 @@ def test_refuses_to_overwrite_without_flag(maze_dir, capsys):
     assert generate.main(_generate(maze_dir, MAZE, EPISODES, LENGTH, "--workers", "1")) == 2
     assert "--overwrite" in capsys.readouterr().err
     assert (maze_dir / f"{MAZE}.npz").read_bytes() == before
+    assert generate.main(_generate(maze_dir, MAZE, EPISODES, LENGTH, "--workers", "1", "--overwrite")) == 0
+    assert (maze_dir / f"{MAZE}.npz").read_bytes() == before  # same seed, same bytes
     assert not list(maze_dir.glob(".*tmp*"))
 
 
