@@ -1,0 +1,293 @@
+"""`mqe-ogbench-repro`: one row of the paper's OGBench table, reproduced end to end.
+
+    mqe-ogbench-repro scene-play-v0 --agent mqe --seeds 0 1 2 3 4 5 6 7
+    mqe-ogbench-repro pointmaze-giant-stitch-v0 --agent gciql --seeds 0 1 2 3
+
+For the dataset it generates the data if missing (`mqe-ogbench-data`, or takes `--data`), trains one
+`mqe-train` run per seed (a subprocess, so the exact command is recorded and re-runnable; MQE gets
+the paper's alpha for the environment), evaluates with OGBench's protocol through mqe-train's
+evaluation hook (5 tasks x 50 episodes, deterministic actions, every `--eval-every` updates) and
+scores each seed by the mean success of its last 3 evaluations. The row (mean and standard error
+over seeds, time per run, the commands) goes to `<out>.json` and `<out>.md`. Re-running resumes
+unfinished runs (`mqe-train --resume`). Bad input: one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+import tyro
+
+from mqe_model.ogbench import generate
+
+logger = logging.getLogger(__name__)
+
+SCORED_EVALUATIONS = 3  # OGBench protocol: the score is the mean over the last 3 evaluations
+# Paper (MQE), appendix table "BC coefficient alpha for each environment"; first match wins, so the
+# `*-noisy` rule comes before the visual one (visual noisy datasets use 0.1).
+PAPER_ALPHA = (
+    (lambda name: name.endswith("-noisy"), 0.1),
+    (lambda name: name.startswith("visual-antmaze"), 0.3),
+    (lambda name: name.startswith("visual-"), 3.0),
+    (lambda name: name.startswith("antmaze") and name.endswith("-navigate"), 0.1),
+    (lambda name: name.startswith("antmaze") and name.endswith("-stitch"), 0.03),
+    (lambda name: name.startswith("antmaze") and name.endswith("-explore"), 0.003),
+    (lambda name: name.startswith("humanoidmaze"), 0.01),
+    (lambda name: name.startswith("pointmaze"), 0.03),
+    (lambda name: name.startswith(("cube", "puzzle", "scene")) and name.endswith("-play"), 1.0),
+)
+# Paper, table "OGBench Evaluation" (tab:ogbench): success % (mean, standard error over 8 seeds for
+# state-based tasks); only the rows this reproduction targets.
+PAPER_RESULTS = {
+    ("mqe", "pointmaze-giant-navigate-v0"): (72.8, 2.5),
+    ("mqe", "pointmaze-giant-stitch-v0"): (59.2, 3.2),
+    ("mqe", "puzzle-4x4-play-v0"): (18.7, 2.3),
+    ("mqe", "scene-play-v0"): (76.8, 2.1),
+    ("gciql", "pointmaze-giant-navigate-v0"): (0.0, 0.0),
+    ("gciql", "pointmaze-giant-stitch-v0"): (0.0, 0.0),
+    ("gciql", "puzzle-4x4-play-v0"): (25.7, 1.1),
+    ("gciql", "scene-play-v0"): (51.3, 1.5),
+}
+
+
+class ReproduceError(ValueError):
+    """The reproduction cannot run as asked; the message says why and what to do."""
+
+
+def paper_alpha(dataset: str) -> float:
+    """MQE's behaviour-cloning weight for an OGBench dataset (name with or without `-v0`)."""
+    base = dataset.removesuffix("-v0")
+    for matches, alpha in PAPER_ALPHA:
+        if matches(base):
+            return alpha
+    raise ReproduceError(f"{dataset}: the paper gives no alpha for it; pass --set alpha=...")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReproduceConfig:
+    """Generate (if missing), train and evaluate one OGBench dataset over several seeds."""
+
+    # OGBench dataset name, e.g. scene-play-v0
+    dataset: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="DATASET")]
+    agent: Literal["mqe", "gcbc", "gciql"] = "mqe"  # algorithm
+    seeds: tuple[int, ...] = (0,)  # training seeds (the paper: 8 for state-based tasks)
+    steps: int = 1_000_000  # updates per run (the paper: 1M state-based)
+    preset: str = "ogbench_state"  # agent preset of mqe-train
+    set: tuple[str, ...] = ()  # further agent overrides, key=value, applied after the paper's alpha
+    eval_every: int = 100_000  # updates between evaluations (the last step is always evaluated)
+    eval_episodes: int = 50  # episodes per task, 5 tasks (OGBench: 50)
+    eval_workers: int = 5  # evaluation processes per run (one per task keeps up with a GPU)
+    data: Path | None = None  # dataset .npz to train on; None: <data-dir>/<dataset>.npz, generated if missing
+    data_dir: Path = Path("data/ogbench")  # where generated datasets live
+    data_seed: int = 0  # seed of a dataset generated here (one dataset for all training seeds)
+    data_workers: int = 2  # processes generating the dataset
+    data_episodes: int | None = None  # episodes of a generated dataset; None: official (tiny runs only)
+    data_length: int | None = None  # steps per episode of a generated dataset; None: official
+    runs_dir: Path = Path("runs/ogbench")  # run directories: <runs-dir>/<dataset>/<agent>/seed<N>
+    out: Path | None = None  # row files <out>.json and <out>.md; None: <runs-dir>/<dataset>/<agent>
+    overwrite: bool = False  # retrain existing runs from scratch instead of resuming them
+    progress: bool = True  # progress bars of generation and training
+
+    def __post_init__(self) -> None:
+        if not self.seeds:
+            raise ReproduceError("--seeds: give at least one seed")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ReproduceError(f"--seeds {' '.join(map(str, self.seeds))}: seeds repeat")
+        if min(self.steps, self.eval_every, self.eval_episodes) < 1:
+            raise ReproduceError("--steps, --eval-every and --eval-episodes must be >= 1")
+
+
+def check_existing_sizes(settings_path: Path, wanted: generate.DatasetSpec) -> None:
+    """Refuse a dataset generated earlier with other sizes (a tiny test file must not pass for the real one)."""
+    if not settings_path.is_file():
+        logger.info("%s: no settings file; taking the data as an official OGBench file", settings_path)
+        return
+    settings = json.loads(settings_path.read_text())
+    have = (settings.get("episodes"), settings.get("length"))
+    if have != (wanted.episodes, wanted.length):
+        raise ReproduceError(f"{settings_path}: the existing dataset has {have[0]} episodes x {have[1]} steps, not "
+                             f"{wanted.episodes} x {wanted.length}; regenerate it (mqe-ogbench-data {wanted.name} "
+                             "--overwrite) or pass matching --data-episodes/--data-length")
+
+
+def ensure_data(cfg: ReproduceConfig, dataset: str) -> tuple[Path, str | None]:
+    """The dataset file to train on and the generation command when it was generated now."""
+    if cfg.data is not None:
+        if not cfg.data.is_file():
+            raise ReproduceError(f"--data {cfg.data}: no such file")
+        return cfg.data, None
+    paths = generate.output_paths(cfg.data_dir, dataset)
+    path = paths["train"]
+    if path.is_file():
+        check_existing_sizes(paths["settings"], generate.dataset_spec(dataset, cfg.data_episodes, cfg.data_length))
+        logger.info("using existing %s", path)
+        return path, None
+    gen = generate.GenerateConfig(dataset, cfg.data_dir, cfg.data_seed, cfg.data_episodes, cfg.data_length,
+                                  cfg.data_workers, overwrite=False, progress=cfg.progress)
+    command = ["mqe-ogbench-data", dataset, "--out-dir", str(cfg.data_dir), "--seed", str(cfg.data_seed),
+               "--workers", str(cfg.data_workers)]
+    command += ["--episodes", str(cfg.data_episodes)] if cfg.data_episodes else []
+    command += ["--length", str(cfg.data_length)] if cfg.data_length else []
+    try:
+        generate.generate(gen)
+    except generate.GenerateError as e:
+        raise ReproduceError(str(e)) from None
+    return path, shlex.join(command)
+
+
+def checkpoint_interval(eval_every: int) -> int:
+    """mqe-train's --save-every: every 50k updates when that lands on each evaluation, else at each one.
+
+    The training loop runs updates in chunks that end only at checkpoint steps, and evaluates at chunk
+    ends; checkpoint steps that include every multiple of --eval-every keep evaluations on schedule.
+    """
+    default = 50_000
+    return min(eval_every, default) if default % eval_every == 0 or eval_every % default == 0 else eval_every
+
+
+def train_command(cfg: ReproduceConfig, dataset: str, data: Path, seed: int, workdir: Path) -> list[str]:
+    """The mqe-train command line of one seed."""
+    overrides = ([f"alpha={paper_alpha(dataset)}"] if cfg.agent == "mqe" else []) + list(cfg.set)
+    command = [sys.executable, "-m", "mqe_model.train", "--agent", cfg.agent, "--preset", cfg.preset,
+               "--data", str(data), "--workdir", str(workdir), "--steps", str(cfg.steps), "--seed", str(seed),
+               "--eval-env", dataset, "--eval-every", str(cfg.eval_every),
+               "--eval-episodes", str(cfg.eval_episodes), "--eval-workers", str(cfg.eval_workers),
+               "--log-every", str(min(1000, cfg.steps)),
+               "--save-every", str(min(checkpoint_interval(cfg.eval_every), cfg.steps)),
+               "--overwrite" if cfg.overwrite else "--resume"]
+    command += ["--set", *overrides] if overrides else []
+    return command + ([] if cfg.progress else ["--no-progress"])
+
+
+def read_evaluations(workdir: Path) -> list[dict[str, Any]]:
+    """The run's evaluation rows from metrics.jsonl, one per step (latest wins), by step."""
+    from mqe_model.metrics import METRICS_FILE
+
+    rows: dict[int, dict[str, Any]] = {}
+    path = workdir / METRICS_FILE
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        row = json.loads(line)
+        if "eval/success" in row:
+            rows[int(row["step"])] = row
+    return [rows[step] for step in sorted(rows)]
+
+
+def seed_score(evaluations: list[dict[str, Any]]) -> float:
+    """OGBench's score of one run: mean success over its last 3 evaluations."""
+    return float(np.mean([row["eval/success"] for row in evaluations[-SCORED_EVALUATIONS:]]))
+
+
+def run_seed(cfg: ReproduceConfig, dataset: str, data: Path, seed: int) -> dict[str, Any]:
+    """Train and evaluate one seed in a subprocess; its score and evaluation history."""
+    workdir = cfg.runs_dir / dataset / cfg.agent / f"seed{seed}"
+    command = train_command(cfg, dataset, data, seed, workdir)
+    logger.info("seed %d: %s", seed, shlex.join(command))
+    resumed = not cfg.overwrite and (workdir / "checkpoints").is_dir()
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+    start = time.perf_counter()
+    result = subprocess.run(command, env=env, check=False)
+    seconds = time.perf_counter() - start
+    if result.returncode != 0:
+        raise ReproduceError(f"seed {seed}: mqe-train exited with {result.returncode}; its output above says why "
+                             f"(re-run this command to resume: {shlex.join(command)})")
+    evaluations = read_evaluations(workdir)
+    if not evaluations or evaluations[-1]["step"] != cfg.steps:
+        raise ReproduceError(f"{workdir}: metrics.jsonl has no evaluation at step {cfg.steps}; "
+                             "the run did not finish its final evaluation")
+    if len(evaluations) < SCORED_EVALUATIONS:
+        logger.warning("seed %d: only %d evaluation(s); the score averages fewer than %d", seed,
+                       len(evaluations), SCORED_EVALUATIONS)
+    # A resumed run's seconds cover this invocation only (a finished run is just re-scored).
+    return {"seed": seed, "workdir": str(workdir), "command": shlex.join(command), "seconds": round(seconds, 1),
+            "resumed": resumed,
+            "score": seed_score(evaluations),
+            "evaluations": [{"step": row["step"], "success": row["eval/success"]} for row in evaluations]}
+
+
+def summarize(cfg: ReproduceConfig, dataset: str, data: Path, generated_by: str | None,
+              runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The table row: success % mean and standard error over seeds, with everything behind it."""
+    scores = 100.0 * np.array([run["score"] for run in runs])
+    sem = float(scores.std(ddof=1) / np.sqrt(len(scores))) if len(scores) > 1 else None
+    settings_path = data.with_suffix(".json")
+    data_settings = json.loads(settings_path.read_text()) if settings_path.is_file() else None
+    paper = PAPER_RESULTS.get((cfg.agent, dataset))
+    return {
+        "dataset": dataset, "agent": cfg.agent, "preset": cfg.preset,
+        "alpha": paper_alpha(dataset) if cfg.agent == "mqe" else None, "overrides": list(cfg.set),
+        "steps": cfg.steps, "seeds": list(cfg.seeds),
+        "success_mean": float(scores.mean()), "success_sem": sem, "success_per_seed": scores.tolist(),
+        "paper": {"mean": paper[0], "sem": paper[1]} if paper else None,
+        "protocol": {"tasks": 5, "episodes_per_task": cfg.eval_episodes, "eval_every": cfg.eval_every,
+                     "scored_evaluations": SCORED_EVALUATIONS, "actions": "deterministic"},
+        "data": {"path": str(data), "generated_by": generated_by, "settings": data_settings},
+        "seconds_per_run": float(np.mean([run["seconds"] for run in runs])), "runs": runs,
+    }
+
+
+def markdown_row(row: dict[str, Any]) -> str:
+    """One Markdown table line: dataset, agent, ours, paper, seeds, steps, MuJoCo, time per run."""
+    sem = f" ± {row['success_sem']:.1f}" if row["success_sem"] is not None else ""
+    paper = f"{row['paper']['mean']:.1f} ± {row['paper']['sem']:.1f}" if row["paper"] else "—"
+    settings = row["data"]["settings"] or {}
+    seconds = row["seconds_per_run"]
+    duration = f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
+    return (f"| {row['dataset']} | {row['agent']} | {row['success_mean']:.1f}{sem} | {paper} | "
+            f"{len(row['seeds'])} | {row['steps']} | {settings.get('mujoco_version', 'official file')} | "
+            f"{duration} |")
+
+
+MARKDOWN_HEADER = ("| dataset | agent | ours (success %, mean ± s.e.) | paper | seeds | steps | MuJoCo "
+                   "| time per run |\n"
+                   "| --- | --- | --- | --- | --- | --- | --- | --- |")
+
+
+def reproduce(cfg: ReproduceConfig) -> dict[str, Any]:
+    """Run every seed and write the row; returns it."""
+    dataset = generate.dataset_spec(cfg.dataset).name if cfg.data is None else (
+        cfg.dataset if cfg.dataset.endswith("-v0") else f"{cfg.dataset}-v0")
+    if cfg.agent == "mqe":
+        paper_alpha(dataset)  # an unknown environment fails before any work
+    from mqe_model.evaluation import EvaluationUnavailable, make_env
+
+    try:
+        make_env(dataset)
+    except EvaluationUnavailable as e:
+        raise ReproduceError(str(e)) from None
+    data, generated_by = ensure_data(cfg, dataset)
+    runs = [run_seed(cfg, dataset, data, seed) for seed in cfg.seeds]
+    row = summarize(cfg, dataset, data, generated_by, runs)
+    out = cfg.out or cfg.runs_dir / dataset / cfg.agent
+    out.parent.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out.with_name(out.name + ".json"), out.with_name(out.name + ".md")
+    json_path.write_text(json.dumps(row, indent=2) + "\n")
+    md_path.write_text(f"{MARKDOWN_HEADER}\n{markdown_row(row)}\n")
+    logger.info("%s %s: success %.1f%% over %d seed(s); row in %s", dataset, cfg.agent, row["success_mean"],
+                len(runs), json_path)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point; returns the exit code (2 for bad input or a failed run)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        reproduce(tyro.cli(ReproduceConfig, args=argv))
+    except (ReproduceError, generate.GenerateError) as e:
+        print(f"mqe-ogbench-repro: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

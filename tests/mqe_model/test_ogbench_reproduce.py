@@ -1,0 +1,64 @@
+"""mqe-ogbench-repro: the paper's alpha table, OGBench scoring, and a tiny end-to-end row."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mqe_model.ogbench import reproduce
+
+pytest.importorskip("ogbench", reason="the reproduction needs `pip install ogbench` (and MuJoCo)")
+
+
+@pytest.mark.parametrize(("dataset", "alpha"), [
+    ("pointmaze-giant-stitch-v0", 0.03), ("pointmaze-medium-navigate", 0.03),
+    ("scene-play-v0", 1.0), ("puzzle-4x4-play-v0", 1.0), ("cube-double-play-v0", 1.0),
+    ("visual-scene-play-v0", 3.0), ("cube-triple-noisy-v0", 0.1), ("visual-cube-double-noisy-v0", 0.1),
+    ("antmaze-large-explore-v0", 0.003), ("humanoidmaze-giant-stitch-v0", 0.01),
+    ("visual-antmaze-giant-stitch-v0", 0.3),
+])
+def test_paper_alpha(dataset, alpha):
+    assert reproduce.paper_alpha(dataset) == alpha
+
+
+def test_score_is_mean_of_last_three_evaluations():
+    rows = [{"step": s, "eval/success": v} for s, v in ((1, 0.0), (2, 0.2), (3, 0.4), (4, 0.6))]
+    assert reproduce.seed_score(rows) == pytest.approx(0.4)
+    assert reproduce.seed_score(rows[:1]) == 0.0
+
+
+def test_checkpoints_land_on_every_evaluation():
+    assert reproduce.checkpoint_interval(100_000) == 50_000
+    assert reproduce.checkpoint_interval(10) == 10 and reproduce.checkpoint_interval(30_000) == 30_000
+
+
+def test_tiny_reproduction_writes_its_row(tmp_path):
+    official = ["pointmaze-medium-navigate", "--preset", "tiny", "--steps", "20", "--eval-every", "10",
+                "--eval-episodes", "1", "--eval-workers", "2", "--data-dir", str(tmp_path / "data"), "--runs-dir", str(tmp_path / "runs"),
+                "--no-progress"]
+    assert reproduce.main([*official, "--data-episodes", "3", "--data-length", "50"]) == 0
+    out = tmp_path / "runs" / "pointmaze-medium-navigate-v0" / "mqe"
+    row = json.loads(out.with_suffix(".json").read_text())
+    assert row["alpha"] == 0.03 and row["steps"] == 20 and row["seeds"] == [0]
+    assert 0.0 <= row["success_mean"] <= 100.0 and row["success_sem"] is None
+    (run,) = row["runs"]
+    assert [e["step"] for e in run["evaluations"]] == [10, 20] and "--set alpha=0.03" in run["command"]
+    assert "mqe-ogbench-data pointmaze-medium-navigate-v0" in row["data"]["generated_by"]
+    assert row["data"]["settings"]["mujoco_version"]
+    assert "| pointmaze-medium-navigate-v0 | mqe |" in out.with_suffix(".md").read_text()
+    # The tiny file must not be taken for the official-size dataset.
+    assert reproduce.main(official) == 2
+
+
+def test_unknown_dataset_is_one_line_and_exit_2(tmp_path, capsys):
+    assert reproduce.main(["pointmaze-tiny-navigate", "--runs-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("mqe-ogbench-repro: error:") and "\n" not in err
+    assert reproduce.main(["scene-play", "--data", str(tmp_path / "missing.npz")]) == 2
+
+
+def test_repeated_seeds_are_refused():
+    with pytest.raises(SystemExit) as exit_info:
+        reproduce.main(["scene-play", "--seeds", "0", "0"])
+    assert exit_info.value.code == 2
