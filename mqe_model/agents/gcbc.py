@@ -20,7 +20,7 @@ import optax
 
 from mqe_model.agents import scan_updates
 from mqe_model.networks.encoders import make_encoder
-from mqe_model.networks.mlp import GaussianActorHead, gaussian_log_prob
+from mqe_model.networks.mlp import GaussianActorHead, gaussian_log_prob, sample_gaussian
 
 Batch = dict[str, jax.Array]
 
@@ -124,8 +124,7 @@ class GCBCAgent(flax.struct.PyTreeNode):
                        temperature: float = 0.0) -> jax.Array:
         """Actions in [-1, 1]: the clipped mean at temperature 0, else mean + temperature * std * noise."""
         mean = actor_mean(self.params, observations, goals, self.config, self.action_dim)
-        noise = jax.random.normal(seed, mean.shape) * self.config.actor_std * temperature
-        return jnp.clip(mean + noise, -1.0, 1.0)
+        return sample_gaussian(mean, self.config.actor_std, seed, temperature)
 
 
 def get_config(name: str) -> GCBCConfig:

@@ -24,7 +24,13 @@ import optax
 
 from mqe_model.agents import scan_updates
 from mqe_model.networks.encoders import make_encoder
-from mqe_model.networks.mlp import MLP, GaussianActorHead, ensemble, gaussian_log_prob
+from mqe_model.networks.mlp import (
+    MLP,
+    GaussianActorHead,
+    ensemble,
+    gaussian_log_prob,
+    sample_gaussian,
+)
 from mqe_model.quasimetric import mrn_distance, mrn_pairwise, mrn_pairwise_naive
 
 Batch = dict[str, jax.Array]
@@ -291,8 +297,7 @@ class MQEAgent(flax.struct.PyTreeNode):
         mean = Actor(self.config, self.action_dim).apply(
             {"params": self.params["actor"]}, observations, goals
         )
-        noise = jax.random.normal(seed, mean.shape) * self.config.actor_std * temperature
-        return jnp.clip(mean + noise, -1.0, 1.0)
+        return sample_gaussian(mean, self.config.actor_std, seed, temperature)
 
     @jax.jit
     def distance(self, observations: jax.Array, goals: jax.Array) -> jax.Array:

@@ -68,3 +68,9 @@ def gaussian_log_prob(mean: jax.Array, std: float, actions: jax.Array) -> jax.Ar
     return -0.5 * jnp.sum(jnp.square(z), axis=-1) - mean.shape[-1] * (
         math.log(std) + 0.5 * math.log(2.0 * math.pi)
     )
+
+
+def sample_gaussian(mean: jax.Array, std: float, seed: jax.Array, temperature: float) -> jax.Array:
+    """Actions in [-1, 1]: the clipped mean at temperature 0, else mean + temperature * std * noise."""
+    noise = jax.random.normal(seed, mean.shape) * std * temperature
+    return jnp.clip(mean + noise, -1.0, 1.0)
