@@ -50,7 +50,7 @@ class TrainConfig:
     data: Path  # dataset: OGBench .npz, canonical directory (docs/dataset_format.md) or RLDS directory
     workdir: Path  # run directory: checkpoints/, metrics.jsonl
     agent: Literal["mqe", "gcbc", "gciql"] = "mqe"  # algorithm
-    preset: str = "ogbench_state"  # agent preset: ogbench_state, ogbench_pixel, bridge, tiny
+    preset: str = "ogbench_state"  # agent preset: ogbench_state, ogbench_pixel, bridge, sim, tiny
     set: tuple[str, ...] = ()  # agent config overrides, key=value (e.g. --set alpha=0.03 batch_size=128)
     steps: int = 1_000_000  # total updates of the run (a resumed run continues up to this)
     seed: int = 0  # seed of initialization, batches and augmentation

@@ -128,13 +128,15 @@ class GCBCAgent(flax.struct.PyTreeNode):
 
 
 def get_config(name: str) -> GCBCConfig:
-    """A named preset: 'ogbench_state', 'ogbench_pixel', 'bridge' or 'tiny'."""
+    """A named preset: 'ogbench_state', 'ogbench_pixel', 'bridge', 'sim' or 'tiny'."""
     presets = {
         "ogbench_state": GCBCConfig(name="ogbench_state"),
         "ogbench_pixel": GCBCConfig(name="ogbench_pixel", encoder="impala_small"),
         # BridgeData V2: ResNet-34 (GroupNorm) on observation and goal stacked channel-wise, MLP 256^3.
         "bridge": GCBCConfig(name="bridge", batch_size=128, actor_hidden_dims=(256, 256, 256),
                              encoder="resnet34"),
+        # The twin's demo baseline: same encoder and widths as MQE's 'sim' preset.
+        "sim": GCBCConfig(name="sim", actor_hidden_dims=(256, 256, 256), encoder="impala_small"),
         "tiny": GCBCConfig(name="tiny", batch_size=64, actor_hidden_dims=(64, 64)),
     }
     if name not in presets:

@@ -218,7 +218,7 @@ class GCIQLAgent(flax.struct.PyTreeNode):
 
 
 def get_config(name: str) -> GCIQLConfig:
-    """A named preset: 'ogbench_state', 'ogbench_pixel', 'bridge' or 'tiny'."""
+    """A named preset: 'ogbench_state', 'ogbench_pixel', 'bridge', 'sim' or 'tiny'."""
     presets = {
         "ogbench_state": GCIQLConfig(name="ogbench_state"),
         "ogbench_pixel": GCIQLConfig(name="ogbench_pixel", encoder="impala_small"),
@@ -227,6 +227,10 @@ def get_config(name: str) -> GCIQLConfig:
         "bridge": GCIQLConfig(name="bridge", batch_size=128, value_hidden_dims=(256, 256, 256),
                               actor_hidden_dims=(256, 256, 256), gamma=0.98, expectile=0.7,
                               temperature=1.0, tau=0.002, encoder="resnet34"),
+        # The twin's demo baseline: same encoder and widths as MQE's 'sim' preset, Bridge's IQL settings.
+        "sim": GCIQLConfig(name="sim", value_hidden_dims=(256, 256, 256),
+                           actor_hidden_dims=(256, 256, 256), gamma=0.98, expectile=0.7,
+                           temperature=1.0, tau=0.002, encoder="impala_small"),
         "tiny": GCIQLConfig(name="tiny", batch_size=64, value_hidden_dims=(64, 64),
                             actor_hidden_dims=(64, 64), gamma=0.95),
     }

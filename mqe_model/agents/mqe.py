@@ -333,7 +333,7 @@ def update_many_seeds(agents: MQEAgent, batches: Batch) -> tuple[MQEAgent, dict]
 
 
 def get_config(name: str) -> MQEConfig:
-    """A named preset: 'ogbench_state', 'ogbench_pixel', 'bridge' or 'tiny'."""
+    """A named preset: 'ogbench_state', 'ogbench_pixel', 'bridge', 'sim' or 'tiny'."""
     presets = {
         # OGBench state-based (paper table of network configuration); alpha is set per environment.
         "ogbench_state": MQEConfig(name="ogbench_state"),
@@ -352,6 +352,18 @@ def get_config(name: str) -> MQEConfig:
             # bf16 convolutions and matmul operands: float32 ResNet-34s ran 5 steps/s on an H200.
             encoder="resnet34_bf16",
             matmul_precision="bfloat16",
+        ),
+        # The twin's demo policy: Bridge's widths and discount on the OGBench pixel encoder, small
+        # enough to keep in the repository and to serve on a CPU (alpha as for visual manipulation).
+        "sim": MQEConfig(
+            name="sim",
+            latent_dim=256,
+            critic_hidden_dims=(256, 256, 256),
+            actor_hidden_dims=(256, 256, 256),
+            gamma=0.98,
+            p_next=0.1,
+            alpha=3.0,
+            encoder="impala_small",
         ),
         # Small widths for CPU tests and toy problems.
         "tiny": MQEConfig(

@@ -183,7 +183,7 @@ def test_pixel_agent_trains_on_uint8_images(tiny):
     assert np.isfinite(float(info["critic/loss"])) and np.isfinite(float(info["actor/loss"]))
 
 
-@pytest.mark.parametrize("name", ["ogbench_state", "ogbench_pixel", "bridge", "tiny"])
+@pytest.mark.parametrize("name", ["ogbench_state", "ogbench_pixel", "bridge", "sim", "tiny"])
 def test_presets_build(name):
     config = mqe.get_config(name)
     obs = jnp.zeros((1, 128, 128, 3), jnp.uint8) if config.encoder else jnp.zeros((1, 40))
