@@ -2,6 +2,7 @@
 
     mqe-robot --task single_pnp --goal goal.png --robot widowx --camera 0 --trials 15 --operator jd
     mqe-robot --task single_pnp --robot sim --no-prompt            # rehearsal on the twin
+    mqe-robot --task single_pnp --robot sim --no-prompt --pace lockstep   # the twin, unpaced
     mqe-robot capture-goal --out goal.png --robot widowx --camera 0
 
 Bad input (a missing goal file, an unknown task, an unreachable server, a policy that does not fit
@@ -146,13 +147,14 @@ def run_trials(cfg: ClientConfig) -> int:
         sheet = cfg.sheet or cfg.out / date.isoformat() / "sheet.csv"
         settings = LoopSettings(hz=cfg.hz, max_steps=cfg.max_steps, request_deadline_s=cfg.request_deadline_s,
                                 max_consecutive_failures=cfg.max_consecutive_failures,
-                                sticky_steps=cfg.sticky_steps, dry_run=cfg.dry_run, abort_pose=cfg.abort_pose)
+                                sticky_steps=cfg.sticky_steps, dry_run=cfg.dry_run, abort_pose=cfg.abort_pose,
+                                lockstep=cfg.pace == "lockstep")
         base_meta = {
             "server": cfg.server, "server_metadata": meta, "policy": info.raw,
             "policy_fingerprint": info.fingerprint, "client_version": client_version(),
             "git_commit": git_commit(), "config": _config_for_meta(cfg), "operator": cfg.operator,
             "task": task.name, "max_points": task.max_points, "robot": cfg.robot, "hz": cfg.hz,
-            "image_size": list(info.image_size), "dry_run": cfg.dry_run,
+            "image_size": list(info.image_size), "dry_run": cfg.dry_run, "pace": cfg.pace,
         }
         try:
             for i in range(cfg.trials):
