@@ -85,6 +85,7 @@ class TrialOutcome:
     reason: str | None  # why it aborted
     counters: Counters
     last_distance: float | None
+    interrupted: bool = False  # ended by Ctrl-C (the operator wants the run to stop)
 
 
 def resize_for_policy(frame: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -133,11 +134,12 @@ class ControlLoop:
         c = Counters()
         self.sticky.reset(self.robot.observe().gripper)
         status, reason, last_distance = "completed", None, None
+        interrupted = False
         try:
             status, reason, last_distance = self._steps(record, episode_id, c)
         except KeyboardInterrupt:
             self._hold(c)  # first thing: stop the arm
-            status, reason = "aborted", "operator stop (Ctrl-C)"
+            status, reason, interrupted = "aborted", "operator stop (Ctrl-C)", True
         except BaseException:
             self._hold(c)
             raise
@@ -148,7 +150,7 @@ class ControlLoop:
                     self.robot.safe_pose()
                 except Exception:
                     logger.exception("moving to the safe pose failed; the arm holds where it is")
-        return TrialOutcome(status, reason, c, last_distance)
+        return TrialOutcome(status, reason, c, last_distance, interrupted)
 
     def _wait_until(self, deadline: float) -> bool:
         """Sleep until `deadline` (time.monotonic); True as soon as the e-stop is set.

@@ -200,6 +200,10 @@ def run_trials(cfg: ClientConfig) -> int:
                       f"{c['steps']} steps, {c['holds']} holds, {c['clipped']} clipped, {c['deadline_misses']} "
                       f"deadline misses, {c['ik_failures']} IK failures -> {trial_dir}", flush=True)
                 _score(cfg, robot, task, record, info.name, info.fingerprint, sheet, date)
+                if outcome.interrupted and cfg.no_prompt and i + 1 < cfg.trials:
+                    # nobody is asked before the next trial: Ctrl-C means stop the series
+                    print(f"stopped after trial {n} (Ctrl-C); {cfg.trials - i - 1} trial(s) not run", flush=True)
+                    break
         finally:
             robot.__exit__(None, None, None)  # hold and release the arm whatever happened
             if camera is not getattr(robot, "camera", None):
