@@ -238,7 +238,7 @@ def _interrupt(signum, frame) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point (`mqe-demo`)."""
-    cfg = tyro.cli(DemoConfig, args=argv, prog="mqe-demo", description=__doc__.split("\n")[0])
+    cfg = tyro.cli(DemoConfig, args=argv, prog="mqe-demo")
     previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         return run_demo(cfg)
