@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Literal
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
+LOCKSTEP_TIMEOUT_S = 10.0  # s, default wait for one answer with --pace lockstep (a loaded CPU server)
+LOCKSTEP_MAX_TIMEOUT_S = 120.0  # s, the longest --request-timeout-s accepted with --pace lockstep
 TOKEN_ENV = "MQE_SERVER_TOKEN"
 
 
@@ -40,6 +42,7 @@ class ClientConfig:
     robot: Literal["widowx", "sim"] = "sim"  # widowx: the real arm via interbotix; sim: the MuJoCo twin
     camera: str | None = None  # OpenCV camera index (0) or device path (/dev/video0); needed for widowx
     hz: float = 5.0  # Hz, control rate; each step's motion lasts one period
+    pace: Literal["realtime", "lockstep"] = "realtime"  # realtime: one step per period of wall clock; lockstep (sim only): each step waits for the answer, then steps the twin, as fast as server and twin allow
     max_steps: int = 120  # steps per trial (120 at 5 Hz = 24 s)
     trials: int = 1  # trials to run back to back, each scored before the next
     out: Path = Path("runs")  # root of the trial records: <out>/<date>/<policy>/<task>/trial_<n>/
@@ -50,7 +53,7 @@ class ClientConfig:
     seed: int = 0  # twin scene seed of trial 1 (trial n uses seed + n - 1)
     dry_run: bool = False  # query the server and log what would be sent, never move the arm
     show: bool = False  # window with the live frame, the goal and the distance curve (needs a display)
-    request_timeout_s: float | None = None  # s, deadline of one server answer; None: 0.75 of a period
+    request_timeout_s: float | None = None  # s, deadline of one server answer; None: 0.75 of a period (lockstep: 10 s)
     max_consecutive_failures: int = 10  # failed steps in a row (no valid action) that abort the trial
     sticky_steps: int = 2  # steps a new gripper command must persist before the gripper switches
     abort_pose: Literal["reset", "hold"] = "reset"  # after an abort: move to the reset pose, or stay held
@@ -71,7 +74,14 @@ class ClientConfig:
             raise ValueError(f"--max-consecutive-failures {self.max_consecutive_failures} must be >= 1")
         if self.sticky_steps < 1:
             raise ValueError(f"--sticky-steps {self.sticky_steps} must be >= 1")
-        if self.request_timeout_s is not None and not 0.0 < self.request_timeout_s < self.period_s:
+        if self.pace == "lockstep" and self.robot != "sim":
+            raise ValueError("--pace lockstep steps the twin without a wall clock and is for --robot sim only; "
+                             "drop --pace lockstep (the real arm runs --pace realtime)")
+        if self.pace == "lockstep":
+            if self.request_timeout_s is not None and not 0.0 < self.request_timeout_s <= LOCKSTEP_MAX_TIMEOUT_S:
+                raise ValueError(f"--request-timeout-s {self.request_timeout_s} must be in (0, "
+                                 f"{LOCKSTEP_MAX_TIMEOUT_S:g}] s with --pace lockstep")
+        elif self.request_timeout_s is not None and not 0.0 < self.request_timeout_s < self.period_s:
             raise ValueError(
                 f"--request-timeout-s {self.request_timeout_s} must be in (0, {self.period_s:g}) s, "
                 "shorter than one period, so a late answer never delays the next step"
@@ -91,7 +101,9 @@ class ClientConfig:
     @property
     def request_deadline_s(self) -> float:
         """Seconds the loop waits for a server answer before holding the arm for this step."""
-        return self.request_timeout_s if self.request_timeout_s is not None else 0.75 * self.period_s
+        if self.request_timeout_s is not None:
+            return self.request_timeout_s
+        return LOCKSTEP_TIMEOUT_S if self.pace == "lockstep" else 0.75 * self.period_s
 
     def resolved_token(self) -> str | None:
         """--token, else the MQE_SERVER_TOKEN environment variable, else None."""

@@ -177,6 +177,11 @@ class PolicyClient:
         with self._lock:
             self._backoff_s, self._retry_at = 0.0, 0.0
 
+    def backoff_left_s(self) -> float:
+        """Seconds before act() will try a lost server again (0 when it may try now)."""
+        with self._lock:
+            return max(0.0, self._retry_at - time.monotonic())
+
     # ---- endpoints --------------------------------------------------------------------------
     def metadata(self, timeout_s: float = 5.0) -> dict:
         """GET /v1/metadata as JSON; ServerError if unreachable or failing."""

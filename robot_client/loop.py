@@ -6,6 +6,10 @@ worker thread, wait for the answer at most until the dispatch deadline, then
     -> robot.apply.
 No valid answer in time (late, unreachable, stale seq, malformed, non-finite) means the arm holds
 for that step; K such steps in a row abort the trial. Everything is counted and logged per step.
+
+Lockstep (the twin only): no wall clock at all. Each step waits for the server's answer (at most
+the request deadline), then steps the twin by one period of simulated time, so a trial runs as
+fast as server and simulation allow and its outcome does not depend on the machine's load.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ class LoopSettings:
     dry_run: bool = False  # never call robot.apply/hold: log what would have been sent
     abort_pose: str = "reset"  # after an abort: "reset" moves to the safe pose, "hold" stays
     dispatch_margin_s: float = 0.03  # s kept free at the end of a period for the safety path and apply
+    lockstep: bool = False  # sim only: no pacing; wait for each answer (request_deadline_s), then step
 
     @property
     def period_s(self) -> float:
@@ -80,6 +85,7 @@ class TrialOutcome:
     reason: str | None  # why it aborted
     counters: Counters
     last_distance: float | None
+    interrupted: bool = False  # ended by Ctrl-C (the operator wants the run to stop)
 
 
 def resize_for_policy(frame: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -128,11 +134,12 @@ class ControlLoop:
         c = Counters()
         self.sticky.reset(self.robot.observe().gripper)
         status, reason, last_distance = "completed", None, None
+        interrupted = False
         try:
             status, reason, last_distance = self._steps(record, episode_id, c)
         except KeyboardInterrupt:
             self._hold(c)  # first thing: stop the arm
-            status, reason = "aborted", "operator stop (Ctrl-C)"
+            status, reason, interrupted = "aborted", "operator stop (Ctrl-C)", True
         except BaseException:
             self._hold(c)
             raise
@@ -143,7 +150,7 @@ class ControlLoop:
                     self.robot.safe_pose()
                 except Exception:
                     logger.exception("moving to the safe pose failed; the arm holds where it is")
-        return TrialOutcome(status, reason, c, last_distance)
+        return TrialOutcome(status, reason, c, last_distance, interrupted)
 
     def _wait_until(self, deadline: float) -> bool:
         """Sleep until `deadline` (time.monotonic); True as soon as the e-stop is set.
@@ -160,19 +167,24 @@ class ControlLoop:
 
     def _steps(self, record: TrialRecord, episode_id: str, c: Counters) -> tuple[str, str | None, float | None]:
         period = self.s.period_s
-        t0 = time.monotonic() + 0.01
+        lockstep = self.s.lockstep
+        t0 = time.monotonic() + (0.0 if lockstep else 0.01)
         slot = 0  # index of the period the next step starts in (missed periods are skipped)
         failures_in_row = 0
         last_distance = None
         for step in range(self.s.max_steps):
             deadline = t0 + slot * period
-            if self._wait_until(deadline):
+            if self.stop_event.is_set() if lockstep else self._wait_until(deadline):
                 self._hold(c)
                 return "aborted", "operator stop (e-stop key)", last_distance
             started = time.monotonic()
             flags: dict[str, bool] = {}
-            rec: dict = {"step": step, "t": round(deadline - t0, 4), "lateness_ms": _ms(started - deadline),
-                         "unix_time": round(time.time(), 4)}
+            if lockstep:  # t is the twin's clock (one period per step); wall_s the time really taken
+                rec: dict = {"step": step, "t": round(step * period, 4), "lateness_ms": None,
+                             "wall_s": round(started - t0, 4), "unix_time": round(time.time(), 4)}
+            else:
+                rec = {"step": step, "t": round(deadline - t0, 4), "lateness_ms": _ms(started - deadline),
+                       "unix_time": round(time.time(), 4)}
 
             # -- observe
             state = self.robot.observe()  # first: the twin renders its camera frame here
@@ -183,8 +195,13 @@ class ControlLoop:
                        ee_xyz=state.ee_pose[:3, 3].round(5).tolist())
 
             # -- request, bounded by the dispatch deadline
-            dispatch_by = deadline + period - self.s.dispatch_margin_s
-            budget = max(0.0, min(self.s.request_deadline_s, dispatch_by - observed))
+            if lockstep:
+                budget = self.s.request_deadline_s
+                # a lost server: wait out the client's backoff instead of failing steps in a burst
+                self.stop_event.wait(self.client.backoff_left_s())
+            else:
+                dispatch_by = deadline + period - self.s.dispatch_margin_s
+                budget = max(0.0, min(self.s.request_deadline_s, dispatch_by - observed))
             seq = next(_SEQ)
             rec["seq"] = seq
             result, error = None, None
@@ -269,7 +286,7 @@ class ControlLoop:
             rec.update(dispatch_ms=_ms(done - answered), step_ms=_ms(done - started))
 
             next_deadline = t0 + (slot + 1) * period
-            if done > next_deadline:
+            if not lockstep and done > next_deadline:
                 flags["deadline_miss"] = True
                 c.deadline_misses += 1
                 slot += math.ceil((done - next_deadline) / period)  # skip, never burst to catch up

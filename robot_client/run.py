@@ -2,6 +2,7 @@
 
     mqe-robot --task single_pnp --goal goal.png --robot widowx --camera 0 --trials 15 --operator jd
     mqe-robot --task single_pnp --robot sim --no-prompt            # rehearsal on the twin
+    mqe-robot --task single_pnp --robot sim --no-prompt --pace lockstep   # the twin, unpaced
     mqe-robot capture-goal --out goal.png --robot widowx --camera 0
 
 Bad input (a missing goal file, an unknown task, an unreachable server, a policy that does not fit
@@ -146,13 +147,14 @@ def run_trials(cfg: ClientConfig) -> int:
         sheet = cfg.sheet or cfg.out / date.isoformat() / "sheet.csv"
         settings = LoopSettings(hz=cfg.hz, max_steps=cfg.max_steps, request_deadline_s=cfg.request_deadline_s,
                                 max_consecutive_failures=cfg.max_consecutive_failures,
-                                sticky_steps=cfg.sticky_steps, dry_run=cfg.dry_run, abort_pose=cfg.abort_pose)
+                                sticky_steps=cfg.sticky_steps, dry_run=cfg.dry_run, abort_pose=cfg.abort_pose,
+                                lockstep=cfg.pace == "lockstep")
         base_meta = {
             "server": cfg.server, "server_metadata": meta, "policy": info.raw,
             "policy_fingerprint": info.fingerprint, "client_version": client_version(),
             "git_commit": git_commit(), "config": _config_for_meta(cfg), "operator": cfg.operator,
             "task": task.name, "max_points": task.max_points, "robot": cfg.robot, "hz": cfg.hz,
-            "image_size": list(info.image_size), "dry_run": cfg.dry_run,
+            "image_size": list(info.image_size), "dry_run": cfg.dry_run, "pace": cfg.pace,
         }
         try:
             for i in range(cfg.trials):
@@ -198,6 +200,10 @@ def run_trials(cfg: ClientConfig) -> int:
                       f"{c['steps']} steps, {c['holds']} holds, {c['clipped']} clipped, {c['deadline_misses']} "
                       f"deadline misses, {c['ik_failures']} IK failures -> {trial_dir}", flush=True)
                 _score(cfg, robot, task, record, info.name, info.fingerprint, sheet, date)
+                if outcome.interrupted and cfg.no_prompt and i + 1 < cfg.trials:
+                    # nobody is asked before the next trial: Ctrl-C means stop the series
+                    print(f"stopped after trial {n} (Ctrl-C); {cfg.trials - i - 1} trial(s) not run", flush=True)
+                    break
         finally:
             robot.__exit__(None, None, None)  # hold and release the arm whatever happened
             if camera is not getattr(robot, "camera", None):

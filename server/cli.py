@@ -1,5 +1,6 @@
 """`mqe-serve` (also `python -m server`): serve checkpoints over HTTP.
 
+    mqe-serve                                                       # the bundled demo policy, as 'demo'
     mqe-serve --policy mqe=runs/mqe/checkpoints                     # loopback, port 8000
     mqe-serve --policy mqe=runs/mqe --host 0.0.0.0 --token "$TOKEN"  # the lab network
     MQE_SERVE_PORT=9000 mqe-serve --policy mqe=runs/mqe             # settings from the environment
@@ -9,6 +10,7 @@ Bad settings end with one line saying what to fix, and exit code 2.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 
@@ -43,19 +45,34 @@ def check_checkpoints(settings: ServeSettings) -> None:
             raise SettingsError(f"--policy {name}={path}: {e}") from None
 
 
+def with_demo_policy(settings: ServeSettings) -> ServeSettings:
+    """Settings without any --policy serve the bundled demo checkpoint as 'demo'."""
+    from mqe_model import demo
+
+    try:
+        step_dir = demo.demo_step_dir()
+    except demo.DemoCheckpointMissing as e:
+        raise SettingsError("no --policy given: pass --policy NAME=CHECKPOINT_DIR (a step directory, a "
+                            f"checkpoints root or a training workdir); {e}") from None
+    return dataclasses.replace(settings, policy=(f"{demo.DEMO_POLICY_NAME}={step_dir}",))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit code (2 for bad settings)."""
+    demo = False
     try:
         settings = parse(argv)
         if not settings.policies:
-            raise SettingsError("no --policy given: pass --policy NAME=CHECKPOINT_DIR "
-                                "(a step directory, a checkpoints root or a training workdir)")
+            settings, demo = with_demo_policy(settings), True
     except SettingsError as e:
         print(f"mqe-serve: error: {e}", file=sys.stderr)
         return 2
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("absl").setLevel(logging.WARNING)
+    if demo:
+        logger.info("no --policy given: serving the bundled demo policy as 'demo' (%s)",
+                    settings.policies["demo"])
     try:
         check_checkpoints(settings)
     except SettingsError as e:

@@ -207,3 +207,21 @@ def test_estop_key_holds_and_aborts(tmp_path, mock_server):
         record.finish(status=outcome.status)
     assert outcome.status == "aborted" and "e-stop" in outcome.reason
     assert time.monotonic() - started < 0.5 + PERIOD + 0.1  # within one period of the key
+
+
+def test_ctrl_c_without_prompts_stops_the_series(tmp_path, mock_server, capsys):
+    """With --no-prompt nobody is asked before the next trial: Ctrl-C ends the run, recorded."""
+    import _thread
+
+    server = mock_server()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(1.0, _thread.interrupt_main)
+    timer.start()
+    try:
+        rc, trial = run_client(tmp_path, server.url, "--max-steps", "30", "--trials", "3")
+    finally:
+        timer.join()
+        signal.signal(signal.SIGINT, previous)
+    assert rc == 0 and trial.name == "trial_1" and not (trial.parent / "trial_2").exists()
+    assert load(trial)[0]["status"] == "aborted"
+    assert "stopped after trial 1 (Ctrl-C); 2 trial(s) not run" in capsys.readouterr().out

@@ -86,6 +86,10 @@ def test_widowx_without_interbotix_is_one_line(tmp_path, capsys, mock_server, go
     (["--request-timeout-s", "0.3"], "shorter than one period"),
     (["--max-steps", "0"], "--max-steps 0"),
     (["--server", "localhost:8000"], "must be a URL"),
+    (["--robot", "widowx", "--camera", "0", "--goal", "g.png", "--pace", "lockstep"],
+     "is for --robot sim only; drop --pace lockstep"),
+    (["--pace", "lockstep", "--request-timeout-s", "500"], "must be in (0, 120] s with --pace lockstep"),
+    (["--pace", "unpaced"], "unpaced"),
 ])
 def test_invalid_combinations_are_refused_at_parse_time(capsys, args, message):
     with pytest.raises(SystemExit) as e:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from mqe_model import demo
 from server.cli import main
 from server.settings import ServeSettings, SettingsError, is_loopback, parse
 
@@ -42,9 +43,12 @@ def test_non_loopback_is_allowed_with_a_token_or_insecure():
     assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
 
 
-def test_cli_exits_2_with_one_line(capsys, tmp_path):
+def test_cli_exits_2_with_one_line(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(demo, "DEMO_CHECKPOINT", tmp_path / "no-demo")  # no --policy and no demo either
     assert main([]) == 2
-    assert "no --policy given" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no --policy given" in err and "bundled demo checkpoint is missing" in err
+    assert len(err.strip().splitlines()) == 1
     assert main(["--policy", f"a={tmp_path}"]) == 2
     assert "no checkpoint found" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:
