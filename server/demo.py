@@ -2,9 +2,10 @@
 
     mqe-demo                                   # 3 trials of single_pnp
     mqe-demo --task double_pnp --trials 5 --seed 7 --out runs/demo
+    mqe-demo --task all --trials 15 --policy mqe=runs/mqe --policy gcbc=runs/gcbc   # a results table
 
 It only orchestrates, through processes and HTTP, the commands a user would run by hand:
-`mqe-serve` (no --policy: the bundled demo policy) on a free loopback port, until /readyz;
+`mqe-serve` (no --policy: the bundled demo policy; else the given ones) on a free loopback port;
 `python robot_client/run.py --robot sim --pace lockstep --no-prompt` (the twin's scorer fills the
 sheet); `mqe-report summarize`. The server is stopped at the end, on failure and on Ctrl-C.
 Bad input prints one line and exits with code 2.
@@ -24,6 +25,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Annotated
 
 import tyro
 
@@ -46,13 +48,14 @@ class Interrupted(Exception):
 class DemoConfig:
     """Serve the bundled demo policy, run scored trials on the MuJoCo twin, write the report."""
 
-    task: str = "single_pnp"  # the twin's task (single/double/triple/quadruple_pnp, open_drawer, open_drawer_place)
+    task: str = "single_pnp"  # the twin's task (single/double/triple/quadruple_pnp, open_drawer, open_drawer_place) or 'all'
     trials: int = 3  # trials to run (scene seeds seed, seed + 1, ...)
     seed: int = 0  # scene seed of the first trial
     max_steps: int = 120  # steps per trial (120 at 5 Hz = 24 s of simulated time)
     out: Path = Path("runs/demo")  # each run writes <out>/<timestamp>/ (sheet, trials, report, logs)
     port: int = 0  # server port on 127.0.0.1; 0 picks a free one
     ready_timeout_s: float = 600.0  # s, longest wait for the server's /readyz (compiling on a slow CPU)
+    policy: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()  # NAME=CHECKPOINT_DIR, repeatable; none: the bundled demo policy
 
     def __post_init__(self) -> None:
         if self.trials < 1:
@@ -65,6 +68,20 @@ class DemoConfig:
             raise ValueError(f"--ready-timeout-s {self.ready_timeout_s} must be > 0")
         if self.out.exists() and not self.out.is_dir():
             raise ValueError(f"--out {self.out} is a file; give a directory")
+        for spec in self.policy:
+            name, sep, path = spec.partition("=")
+            if not (sep and name and path):
+                raise ValueError(f"--policy {spec!r}: expected NAME=CHECKPOINT_DIR, e.g. mqe=runs/mqe")
+            if not Path(path).exists():
+                raise ValueError(f"--policy {spec}: {path} does not exist")
+        names = self.policy_names
+        if len(set(names)) != len(names):
+            raise ValueError(f"--policy names repeated: {names}")
+
+    @property
+    def policy_names(self) -> list[str]:
+        """The served policies, in the order their trials run."""
+        return [p.partition("=")[0] for p in self.policy] or [demo.DEMO_POLICY_NAME]
 
 
 def free_port(port: int = 0) -> int:
@@ -96,14 +113,18 @@ def robot_client_script() -> Path:
     return Path(spec.origin).parent / "run.py"
 
 
-def check_task(task: str) -> None:
-    """ValueError unless the twin can set up and score `task` (asked of robot_client in a child)."""
+def check_task(task: str) -> list[str]:
+    """The tasks to run (all of the twin's for 'all'); ValueError unless the twin can set up and score
+    `task` (asked of robot_client in a child)."""
     result = subprocess.run([sys.executable, "-c", TWIN_TASKS_CODE], capture_output=True, text=True)
     if result.returncode != 0:
         raise DemoError(f"cannot list the twin's tasks: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
     tasks = result.stdout.split()
+    if task == "all":
+        return tasks
     if task not in tasks:
-        raise ValueError(f"--task {task!r}: the twin has {', '.join(tasks)}")
+        raise ValueError(f"--task {task!r}: the twin has {', '.join(tasks)}, or 'all'")
+    return [task]
 
 
 def _tail(path: Path, lines: int = 1) -> str:
@@ -122,10 +143,10 @@ def _ready(url: str) -> bool:
 
 
 class Server:
-    """`mqe-serve` (python -m server, no --policy) in its own session; always stopped by stop()."""
+    """`mqe-serve` (python -m server; no --policy: the demo) in its own session; always stopped by stop()."""
 
-    def __init__(self, port: int, log: Path):
-        self.port, self.log = port, log
+    def __init__(self, port: int, log: Path, policies: tuple[str, ...] = ()):
+        self.port, self.log, self.policies = port, log, policies
         self.url = f"http://127.0.0.1:{port}"
         self.proc: subprocess.Popen | None = None
 
@@ -133,7 +154,8 @@ class Server:
         """Start the process (returns at once)."""
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "server", "--port", str(self.port), "--batch-buckets", "1"],
+                [sys.executable, "-m", "server", "--port", str(self.port), "--batch-buckets", "1",
+                 *(arg for p in self.policies for arg in ("--policy", p))],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_ready(self, timeout_s: float) -> None:
@@ -185,35 +207,42 @@ def _run_child(args: list[str], log: Path | None = None) -> int:
 def run_demo(cfg: DemoConfig) -> int:
     """Serve, run the trials, report; always stops the server. Returns the exit code."""
     started = time.monotonic()
-    demo.demo_step_dir()  # one line now, not a failed server later
-    check_task(cfg.task)
+    if not cfg.policy:
+        demo.demo_step_dir()  # one line now, not a failed server later
+    tasks = check_task(cfg.task)
     script = robot_client_script()
     port = free_port(cfg.port)
     run = run_dir(cfg.out)
-    server = Server(port, run / "server.log")
-    print(f"mqe-demo: serving the bundled demo policy on {server.url} (log: {server.log})", flush=True)
+    server = Server(port, run / "server.log", cfg.policy)
+    what = ", ".join(cfg.policy) if cfg.policy else "the bundled demo policy"
+    print(f"mqe-demo: serving {what} on {server.url} (log: {server.log})", flush=True)
     server.start()
     try:
-        return _serve_and_run(cfg, started, server, script, run)
+        return _serve_and_run(cfg, tasks, started, server, script, run)
     except Interrupted:
         server.stop()
         print(f"mqe-demo: interrupted; the server is stopped; what was recorded is in {run}", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
-def _serve_and_run(cfg: DemoConfig, started: float, server: Server, script: Path, run: Path) -> int:
+def _serve_and_run(cfg: DemoConfig, tasks: list[str], started: float, server: Server, script: Path,
+                   run: Path) -> int:
     sheet, report = run / "sheet.csv", run / "report"
     try:
         server.wait_ready(cfg.ready_timeout_s)
         ready_s = time.monotonic() - started
-        print(f"mqe-demo: server ready in {ready_s:.1f} s; {cfg.trials} trial(s) of {cfg.task} on the twin",
-              flush=True)
-        code = _run_child([sys.executable, str(script), "--task", cfg.task, "--robot", "sim", "--pace", "lockstep",
-                           "--no-prompt", "--trials", str(cfg.trials), "--seed", str(cfg.seed), "--max-steps",
-                           str(cfg.max_steps), "--server", server.url, "--out", str(run), "--sheet", str(sheet),
-                           "--operator", "mqe-demo"])
-        if code != 0:
-            raise DemoError(f"the robot client exited with code {code} (its messages are above)")
+        print(f"mqe-demo: server ready in {ready_s:.1f} s; {cfg.trials} trial(s) of {', '.join(tasks)} "
+              f"on the twin", flush=True)
+        for policy in cfg.policy_names:
+            for task in tasks:
+                code = _run_child([
+                    sys.executable, str(script), "--task", task, "--robot", "sim", "--pace", "lockstep",
+                    "--no-prompt", "--trials", str(cfg.trials), "--seed", str(cfg.seed), "--max-steps",
+                    str(cfg.max_steps), "--server", server.url, "--policy", policy, "--out", str(run),
+                    "--sheet", str(sheet), "--operator", "mqe-demo"])
+                if code != 0:
+                    raise DemoError(f"the robot client exited with code {code} on {policy}/{task} "
+                                    "(its messages are above)")
         trials_s = time.monotonic() - started - ready_s
     finally:
         server.stop()
@@ -223,12 +252,16 @@ def _serve_and_run(cfg: DemoConfig, started: float, server: Server, script: Path
                       log=run / "report.log")
     if code != 0:
         raise DemoError(f"mqe-report summarize exited with code {code}: {_tail(run / 'report.log')}")
-    trial_dirs = sorted(p for p in run.glob(f"*/{demo.DEMO_POLICY_NAME}/{cfg.task}/trial_*") if p.is_dir())
     total = time.monotonic() - started
-    print(f"mqe-demo: done in {total:.1f} s (server start {ready_s:.1f} s, trials {trials_s:.1f} s)\n"
-          f"  sheet:  {sheet}\n"
-          f"  trials: {trial_dirs[0].parent if trial_dirs else run} ({', '.join(p.name for p in trial_dirs)})\n"
-          f"  report: {report / 'summary.md'}", flush=True)
+    lines = [f"mqe-demo: done in {total:.1f} s (server start {ready_s:.1f} s, trials {trials_s:.1f} s)",
+             f"  sheet:  {sheet}"]
+    for policy in cfg.policy_names:
+        for task in tasks:
+            trial_dirs = sorted(p for p in run.glob(f"*/{policy}/{task}/trial_*") if p.is_dir())
+            where = trial_dirs[0].parent if trial_dirs else run
+            lines.append(f"  trials: {where} ({', '.join(p.name for p in trial_dirs)})")
+    lines.append(f"  report: {report / 'summary.md'}")
+    print("\n".join(lines), flush=True)
     return 0
 
 

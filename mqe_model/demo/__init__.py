@@ -13,10 +13,9 @@ DEMO_CHECKPOINT = Path(__file__).resolve().parent / "checkpoint"  # checkpoints 
 DEMO_POLICY_NAME = "demo"  # the name the server gives the demo policy
 _METADATA_FILE = Path("metadata") / "metadata"  # as mqe_model.checkpoints.METADATA_FILE (no orbax import)
 RESTORE_HINT = (
-    "restore it (git checkout -- mqe_model/demo/checkpoint, or reinstall mqe-deploy) or train one "
-    "(mqe-sim-data --out data/sim; mqe-train --agent mqe --preset sim --image-size 64 --data data/sim "
-    "--workdir runs/demo) and copy its checkpoints/<step>/params and metadata into "
-    "mqe_model/demo/checkpoint/<step>/"
+    "restore it (git checkout -- mqe_model/demo/checkpoint, or reinstall mqe-deploy) or rebuild it on "
+    "a GPU (bash scripts/build_demo_policy.sh WORKDIR, then copy WORKDIR/export/mqe/<step> into "
+    "mqe_model/demo/checkpoint/)"
 )
 
 

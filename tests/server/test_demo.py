@@ -81,9 +81,29 @@ def test_demo_serves_runs_a_trial_and_reports(tmp_path):
 @pytest.mark.parametrize(("args", "message"), [
     (["--task", "single_pnpp"], "mqe-demo: error: --task 'single_pnpp': the twin has single_pnp, "),
     (["--trials", "0"], "--trials 0 must be >= 1"),
+    (["--policy", "mqe"], "--policy 'mqe': expected NAME=CHECKPOINT_DIR"),
+    (["--policy", "mqe=/no/such/run"], "--policy mqe=/no/such/run: /no/such/run does not exist"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     result = mqe_demo(tmp_path, *args, "--out", str(tmp_path / "runs"), timeout=60)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert message in " ".join(result.stderr.replace("│", " ").split())  # tyro boxes parse errors
     assert not (tmp_path / "runs").exists()
+
+
+def test_given_policies_each_run_the_task_on_the_same_scenes(tmp_path):
+    step_dir = demo.demo_step_dir()
+    out = tmp_path / "runs"
+    result = mqe_demo(tmp_path, "--policy", f"first={step_dir}", "--policy", f"second={step_dir}",
+                      "--task", "open_drawer", "--trials", "2", "--max-steps", "3", "--out", str(out))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "serving first=" in result.stdout
+    (run,) = out.iterdir()
+    rows = list(csv.DictReader((run / "sheet.csv").open()))
+    assert [(r["policy"], r["task"], r["trial"]) for r in rows] == [
+        ("first", "open_drawer", "1"), ("first", "open_drawer", "2"),
+        ("second", "open_drawer", "1"), ("second", "open_drawer", "2")]
+    # the same weights on the same scene seeds act identically, so their trials score alike
+    assert [r["points"] for r in rows[:2]] == [r["points"] for r in rows[2:]]
+    summary = json.loads((run / "report" / "summary.json").read_text())
+    assert set(summary) >= {"first", "second"}
