@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import flax
 import flax.linen as nn
@@ -100,16 +100,25 @@ class Critic(nn.Module):
         self.phi_net = head(c.critic_hidden_dims, c.latent_dim, c.layer_norm)
         self.psi_net = head(c.critic_hidden_dims, c.latent_dim, c.layer_norm)
 
-    def _features(self, x: jax.Array) -> jax.Array:
+    def features(self, x: jax.Array) -> jax.Array:
+        """The shared encoder's output (the input itself for states)."""
         return x if self.encoder is None else self.encoder(x)
+
+    def phi_of_features(self, features: jax.Array, actions: jax.Array) -> jax.Array:
+        """phi from already encoded observations, (heads, B, latent)."""
+        return self.phi_net(jnp.concatenate([features, actions], axis=-1))
+
+    def psi_of_features(self, features: jax.Array) -> jax.Array:
+        """psi from already encoded goals, (heads, B, latent)."""
+        return self.psi_net(features)
 
     def phi(self, observations: jax.Array, actions: jax.Array) -> jax.Array:
         """State-action representation, (heads, B, latent)."""
-        return self.phi_net(jnp.concatenate([self._features(observations), actions], axis=-1))
+        return self.phi_of_features(self.features(observations), actions)
 
     def psi(self, goals: jax.Array) -> jax.Array:
         """State/goal representation, (heads, B, latent)."""
-        return self.psi_net(self._features(goals))
+        return self.psi_of_features(self.features(goals))
 
     def __call__(self, observations: jax.Array, actions: jax.Array) -> tuple[jax.Array, jax.Array]:
         return self.phi(observations, actions), self.psi(observations)
@@ -125,8 +134,9 @@ class Actor(nn.Module):
     def __call__(self, observations: jax.Array, goals: jax.Array) -> jax.Array:
         c = self.config
         encoder = make_encoder(c.encoder)
-        if encoder is not None:
-            observations, goals = encoder(observations), encoder(goals)
+        if encoder is not None:  # one encoder call over both: half the kernel launches
+            encoded = encoder(jnp.concatenate([observations, goals], axis=0))
+            observations, goals = jnp.split(encoded, 2, axis=0)
         features = jnp.concatenate([observations, goals], axis=-1)
         return GaussianActorHead(c.actor_hidden_dims, self.action_dim, c.layer_norm)(features)
 
@@ -166,16 +176,41 @@ def _pairwise(config: MQEConfig):
     return mrn_pairwise if config.pairwise == "fused" else mrn_pairwise_naive
 
 
-def critic_loss(params: Any, batch: Batch, config: MQEConfig) -> tuple[jax.Array, dict]:
-    """Backup + zeta * invariance; metrics under `critic/`."""
+class CriticForward(NamedTuple):
+    """The critic's passes over a batch, computed once and shared by the critic and actor losses."""
+
+    phi: jax.Array  # (E, B, latent) phi(s_i, a_i) for the data's actions
+    psi_goals: jax.Array  # (E, B, latent) psi of the critic goals
+    psi_waypoints: jax.Array  # (E, B, latent) psi of the waypoints
+    psi_states: jax.Array  # (E, B, latent) psi of the states themselves (action invariance)
+    psi_actor_goals: jax.Array  # (E, B, latent) psi of the actor's goals
+    state_features: jax.Array  # (B, F) the encoder's output for the states (F = obs dim for states)
+
+
+def critic_forward(critic_params: Any, batch: Batch, config: MQEConfig) -> CriticForward:
+    """One encoder call and one psi call over goals, waypoints, states and actor goals together
+    (larger matmuls, a quarter of the launches), then phi on the already encoded states."""
     critic = Critic(config)
-    variables = {"params": params["critic"]}
-    phi = critic.apply(variables, batch["observations"], batch["actions"], method=Critic.phi)
-    batch_size = batch["observations"].shape[0]
-    # One psi pass over goals, waypoints and states together: larger matmuls, one encoder call.
-    stacked = jnp.concatenate([batch["goals"], batch["waypoints"], batch["observations"]], axis=0)
-    psi_all = critic.apply(variables, stacked, method=Critic.psi)
-    psi_g, psi_w, psi_s = jnp.split(psi_all, [batch_size, 2 * batch_size], axis=1)
+    variables = {"params": critic_params}
+    stacked = jnp.concatenate(
+        [batch["goals"], batch["waypoints"], batch["observations"], batch["actor_goals"]], axis=0
+    )
+    features = critic.apply(variables, stacked, method=Critic.features)
+    psi_all = critic.apply(variables, features, method=Critic.psi_of_features)
+    psi_g, psi_w, psi_s, psi_ag = jnp.split(psi_all, 4, axis=1)
+    state_features = jnp.split(features, 4, axis=0)[2]
+    phi = critic.apply(variables, state_features, batch["actions"], method=Critic.phi_of_features)
+    return CriticForward(phi, psi_g, psi_w, psi_s, psi_ag, state_features)
+
+
+def critic_loss(
+    params: Any, batch: Batch, config: MQEConfig, forward: CriticForward | None = None
+) -> tuple[jax.Array, dict]:
+    """Backup + zeta * invariance; metrics under `critic/`. `forward`: the batch's `critic_forward`
+    under `params` when the caller already has it (it is recomputed otherwise)."""
+    if forward is None:
+        forward = critic_forward(params["critic"], batch, config)
+    phi, psi_g, psi_w, psi_s = forward.phi, forward.psi_goals, forward.psi_waypoints, forward.psi_states
 
     pairwise = _pairwise(config)
     dist = pairwise(phi, psi_g, num_components=config.num_components)
@@ -199,17 +234,25 @@ def critic_loss(params: Any, batch: Batch, config: MQEConfig) -> tuple[jax.Array
     return loss, info
 
 
-def actor_loss(params: Any, batch: Batch, config: MQEConfig) -> tuple[jax.Array, dict]:
-    """DDPG+BC: -mean(q) / stop_grad(mean |q|) - alpha * mean(log pi(a | s, g)); metrics under `actor/`."""
+def actor_loss(
+    params: Any, batch: Batch, config: MQEConfig, forward: CriticForward | None = None
+) -> tuple[jax.Array, dict]:
+    """DDPG+BC: -mean(q) / stop_grad(mean |q|) - alpha * mean(log pi(a | s, g)); metrics under `actor/`.
+
+    The critic is frozen (stop-gradient on its parameters and on what `forward` carries), so this
+    loss moves only the actor, whether or not `forward` is shared with `critic_loss`."""
     action_dim = batch["actions"].shape[-1]
     mean = Actor(config, action_dim).apply(
         {"params": params["actor"]}, batch["observations"], batch["actor_goals"]
     )
     policy_actions = jnp.clip(mean, -1.0, 1.0)
-    critic = Critic(config)
-    frozen = {"params": jax.lax.stop_gradient(params["critic"])}
-    phi = critic.apply(frozen, batch["observations"], policy_actions, method=Critic.phi)
-    psi = critic.apply(frozen, batch["actor_goals"], method=Critic.psi)
+    frozen_params = jax.lax.stop_gradient(params["critic"])
+    if forward is None:
+        forward = critic_forward(frozen_params, batch, config)
+    state_features, psi = jax.lax.stop_gradient((forward.state_features, forward.psi_actor_goals))
+    phi = Critic(config).apply(
+        {"params": frozen_params}, state_features, policy_actions, method=Critic.phi_of_features
+    )
     q = -jnp.min(mrn_distance(phi, psi, config.num_components), axis=0)
     # The 1e-6 only guards a batch whose q is exactly zero everywhere (never in practice).
     q_loss = -jnp.mean(q) / jax.lax.stop_gradient(jnp.mean(jnp.abs(q)) + 1e-6)
@@ -268,8 +311,9 @@ class MQEAgent(flax.struct.PyTreeNode):
     def total_loss(self, params: Any, batch: Batch) -> tuple[jax.Array, dict]:
         """Critic loss + actor loss (the actor sees the critic through a stop-gradient)."""
         with jax.default_matmul_precision(self.config.matmul_precision):
-            c_loss, c_info = critic_loss(params, batch, self.config)
-            a_loss, a_info = actor_loss(params, batch, self.config)
+            forward = critic_forward(params["critic"], batch, self.config)
+            c_loss, c_info = critic_loss(params, batch, self.config, forward)
+            a_loss, a_info = actor_loss(params, batch, self.config, forward)
         return c_loss + a_loss, {**c_info, **a_info}
 
     def _update(self, batch: Batch) -> tuple[MQEAgent, dict]:

@@ -209,3 +209,40 @@ def test_bad_configs_are_rejected_with_the_fix():
         dataclasses.replace(mqe.get_config("tiny"), pairwise="fast")
     with pytest.raises(ValueError, match="unknown MQE preset 'bridg'"):
         mqe.get_config("bridg")
+
+
+def _reference_total_loss(params, batch, config):
+    """The losses written the plain way, each network call on its own inputs (no shared passes)."""
+    critic = mqe.Critic(config)
+    v = {"params": params["critic"]}
+    phi = critic.apply(v, batch["observations"], batch["actions"], method=mqe.Critic.phi)
+    psi = lambda x, variables=v: critic.apply(variables, x, method=mqe.Critic.psi)  # noqa: E731
+    psi_g, psi_w, psi_s = psi(batch["goals"]), psi(batch["waypoints"]), psi(batch["observations"])
+    pairwise = mqe.mrn_pairwise_naive
+    backup = backup_loss(pairwise(phi, psi_g, config.num_components), pairwise(psi_w, psi_g, config.num_components),
+                         batch["waypoint_offsets"], config.gamma, config.linex_clip, config.diag_weight)
+    c_loss = backup + config.zeta * invariance_loss(mqe.mrn_distance(psi_s, phi, config.num_components))
+    mean = mqe.Actor(config, batch["actions"].shape[-1]).apply(
+        {"params": params["actor"]}, batch["observations"], batch["actor_goals"])
+    frozen = {"params": jax.lax.stop_gradient(params["critic"])}
+    phi_pi = critic.apply(frozen, batch["observations"], jnp.clip(mean, -1, 1), method=mqe.Critic.phi)
+    q = -jnp.min(mqe.mrn_distance(phi_pi, psi(batch["actor_goals"], frozen), config.num_components), axis=0)
+    q_loss = -jnp.mean(q) / jax.lax.stop_gradient(jnp.mean(jnp.abs(q)) + 1e-6)
+    bc = -config.alpha * jnp.mean(mqe.gaussian_log_prob(mean, config.actor_std, batch["actions"]))
+    return c_loss + q_loss + bc
+
+
+@pytest.mark.parametrize("encoder", [None, "impala_tiny"])
+def test_shared_critic_passes_change_neither_losses_nor_gradients(tiny, encoder):
+    config = dataclasses.replace(tiny, encoder=encoder, batch_size=6)
+    rng = np.random.default_rng(8)
+    batch = make_batch(rng, config.batch_size)
+    if encoder:
+        for key in ("observations", "waypoints", "goals", "actor_goals"):
+            batch[key] = rng.integers(0, 256, size=(6, 16, 16, 3), dtype=np.uint8)
+    agent = mqe.MQEAgent.create(0, batch, config)
+    (loss, _), grads = jax.value_and_grad(agent.total_loss, has_aux=True)(agent.params, batch)
+    ref_loss, ref_grads = jax.value_and_grad(_reference_total_loss)(agent.params, batch, config)
+    assert float(loss) == pytest.approx(float(ref_loss), rel=1e-5)
+    for got, want in zip(jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(ref_grads), strict=True):
+        np.testing.assert_allclose(got, want, rtol=2e-4, atol=1e-6)
