@@ -31,7 +31,7 @@ from mqe_model.parallel import DataParallel
 class BenchConfig:
     """What to measure."""
 
-    preset: str = "tiny"  # agent preset: tiny (CPU), ogbench_state, bridge
+    preset: str = "tiny"  # agent preset: tiny (CPU), ogbench_state, bridge, sim, ogbench_pixel
     agent: str = "mqe"  # mqe, gcbc or gciql
     devices: tuple[int, ...] = (1,)  # device counts to measure the loop on (scaling)
     steps: int = 400  # updates per loop measurement (after warm-up)
@@ -39,6 +39,8 @@ class BenchConfig:
     data_workers: int = 4  # sampling threads of the loop
     episodes: int = 100  # synthetic trajectories
     length: int = 50  # steps per trajectory
+    image_size: int | None = None  # px, images resized to this for training (the demo: 64); None keeps 128
+    bare_only: bool = False  # measure only the bare update (no loop, no scaling)
 
 
 def write_data(root: Path, cfg: BenchConfig, images: bool) -> Path:
@@ -68,7 +70,7 @@ def loop_rate(cfg: BenchConfig, data: Path, workdir: Path, devices: int) -> floa
         data=data, workdir=workdir, agent=cfg.agent, preset=cfg.preset, overwrite=True,
         steps=cfg.steps + 2 * log_every, updates_per_dispatch=cfg.updates_per_dispatch,
         log_every=log_every, save_every=0, devices=devices, data_workers=cfg.data_workers,
-        progress=False, image_size=None)
+        progress=False, image_size=cfg.image_size)
     train.train(run, train.prepare_run(run))
     lines = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
     return float(np.median([x["perf/steps_per_s"] for x in lines[2:]]))
@@ -76,7 +78,8 @@ def loop_rate(cfg: BenchConfig, data: Path, workdir: Path, devices: int) -> floa
 
 def bare_rate(cfg: BenchConfig, data: Path, iters: int = 10) -> float:
     """Steps/s of the jitted update alone on one device, batches already there."""
-    run = train.TrainConfig(data=data, workdir=Path("unused"), agent=cfg.agent, preset=cfg.preset)
+    run = train.TrainConfig(data=data, workdir=Path("unused"), agent=cfg.agent, preset=cfg.preset,
+                            image_size=cfg.image_size)
     setup = train.prepare_run(run)
     parallel = DataParallel(1)
     sampler = registry.make_sampler(cfg.agent, setup.data.dataset, setup.agent_config)
@@ -98,14 +101,14 @@ def bare_rate(cfg: BenchConfig, data: Path, iters: int = 10) -> float:
 
 def main(cfg: BenchConfig) -> None:
     """Print one table row per measurement."""
-    images = cfg.preset in ("bridge", "ogbench_pixel")
+    images = cfg.preset in ("bridge", "ogbench_pixel", "sim")
     with tempfile.TemporaryDirectory() as tmp:
         data = write_data(Path(tmp) / "data", cfg, images)
         print(f"device: {jax.devices()[0].device_kind} x {jax.device_count()}; {cfg.agent} {cfg.preset}")
         bare = bare_rate(cfg, data)
         print(f"bare update (1 device): {bare:.1f} steps/s")
         rates = {}
-        for n in cfg.devices:
+        for n in () if cfg.bare_only else cfg.devices:
             rates[n] = loop_rate(cfg, data, Path(tmp) / f"run{n}", n)
             print(f"full loop, {n} device(s): {rates[n]:.1f} steps/s "
                   f"({rates[n] / bare:.0%} of the bare update; x{rates[n] / rates[cfg.devices[0]]:.2f} "

@@ -183,24 +183,21 @@ class CriticForward(NamedTuple):
     psi_goals: jax.Array  # (E, B, latent) psi of the critic goals
     psi_waypoints: jax.Array  # (E, B, latent) psi of the waypoints
     psi_states: jax.Array  # (E, B, latent) psi of the states themselves (action invariance)
-    psi_actor_goals: jax.Array  # (E, B, latent) psi of the actor's goals
     state_features: jax.Array  # (B, F) the encoder's output for the states (F = obs dim for states)
 
 
 def critic_forward(critic_params: Any, batch: Batch, config: MQEConfig) -> CriticForward:
-    """One encoder call and one psi call over goals, waypoints, states and actor goals together
-    (larger matmuls, a quarter of the launches), then phi on the already encoded states."""
+    """One encoder call and one psi call over goals, waypoints and states together (larger matmuls,
+    a third of the launches), then phi on the states already encoded: each image is encoded once."""
     critic = Critic(config)
     variables = {"params": critic_params}
-    stacked = jnp.concatenate(
-        [batch["goals"], batch["waypoints"], batch["observations"], batch["actor_goals"]], axis=0
-    )
+    stacked = jnp.concatenate([batch["goals"], batch["waypoints"], batch["observations"]], axis=0)
     features = critic.apply(variables, stacked, method=Critic.features)
     psi_all = critic.apply(variables, features, method=Critic.psi_of_features)
-    psi_g, psi_w, psi_s, psi_ag = jnp.split(psi_all, 4, axis=1)
-    state_features = jnp.split(features, 4, axis=0)[2]
+    psi_g, psi_w, psi_s = jnp.split(psi_all, 3, axis=1)
+    state_features = jnp.split(features, 3, axis=0)[2]
     phi = critic.apply(variables, state_features, batch["actions"], method=Critic.phi_of_features)
-    return CriticForward(phi, psi_g, psi_w, psi_s, psi_ag, state_features)
+    return CriticForward(phi, psi_g, psi_w, psi_s, state_features)
 
 
 def critic_loss(
@@ -246,13 +243,16 @@ def actor_loss(
         {"params": params["actor"]}, batch["observations"], batch["actor_goals"]
     )
     policy_actions = jnp.clip(mean, -1.0, 1.0)
-    frozen_params = jax.lax.stop_gradient(params["critic"])
+    frozen = {"params": jax.lax.stop_gradient(params["critic"])}
+    critic = Critic(config)
     if forward is None:
-        forward = critic_forward(frozen_params, batch, config)
-    state_features, psi = jax.lax.stop_gradient((forward.state_features, forward.psi_actor_goals))
-    phi = Critic(config).apply(
-        {"params": frozen_params}, state_features, policy_actions, method=Critic.phi_of_features
-    )
+        state_features = critic.apply(frozen, batch["observations"], method=Critic.features)
+    else:  # the critic loss already encoded the states
+        state_features = jax.lax.stop_gradient(forward.state_features)
+    phi = critic.apply(frozen, state_features, policy_actions, method=Critic.phi_of_features)
+    # Actor goals stay out of the critic's stacked pass: they need no backward pass (measured on an
+    # H100: stacking them cost 3-7% of the state-based update).
+    psi = critic.apply(frozen, batch["actor_goals"], method=Critic.psi)
     q = -jnp.min(mrn_distance(phi, psi, config.num_components), axis=0)
     # The 1e-6 only guards a batch whose q is exactly zero everywhere (never in practice).
     q_loss = -jnp.mean(q) / jax.lax.stop_gradient(jnp.mean(jnp.abs(q)) + 1e-6)
