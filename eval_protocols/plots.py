@@ -78,7 +78,7 @@ def plot_distance_curves(rows: Sequence[TrialRow], summary: Summary, out_dir: Pa
     for (policy, task), trials in groups.items():
         cell = summary[policy][task]
         fig, ax = plt.subplots(figsize=(5.0, 3.2))
-        drawn = 0
+        drawn, without_distance = 0, []
         for row in sorted(trials, key=lambda r: r.trial):
             trial_dir = row.resolved_trial_dir()
             assert trial_dir is not None  # rows were filtered on trial_dir above
@@ -89,13 +89,22 @@ def plot_distance_curves(rows: Sequence[TrialRow], summary: Summary, out_dir: Pa
             if curve is None:
                 continue
             if all(math.isnan(d) for d in curve.distances):
-                message = f"{row.where}: policy reported no distance (null) at every step"
-                logger.warning(message)
-                cell["warnings"].append(message)
+                without_distance.append(row)
                 continue
             ax.plot(curve.steps, curve.distances, linewidth=1.0, alpha=0.8,
                     color="tab:green" if row.success else "tab:red")
             drawn += 1
+        # A policy without a quasimetric critic (GCBC, GCIQL) answers no distance in any trial: one
+        # line for the cell, not one per trial; a policy that sometimes does is flagged per trial.
+        if without_distance and not drawn:
+            messages = [f"{policy}/{task}: the policy reported no distance (null) in any of its "
+                        f"{len(without_distance)} trial(s) (no quasimetric critic); no distance plot"]
+        else:
+            messages = [f"{row.where}: policy reported no distance (null) at every step"
+                        for row in without_distance]
+        for message in messages:
+            logger.warning(message)
+            cell["warnings"].append(message)
         if not drawn:
             plt.close(fig)
             continue

@@ -257,7 +257,8 @@ def _serve_and_run(cfg: DemoConfig, tasks: list[str], started: float, server: Se
              f"  sheet:  {sheet}"]
     for policy in cfg.policy_names:
         for task in tasks:
-            trial_dirs = sorted(p for p in run.glob(f"*/{policy}/{task}/trial_*") if p.is_dir())
+            trial_dirs = sorted((p for p in run.glob(f"*/{policy}/{task}/trial_*") if p.is_dir()),
+                                key=lambda p: int(p.name.removeprefix("trial_")))
             where = trial_dirs[0].parent if trial_dirs else run
             lines.append(f"  trials: {where} ({', '.join(p.name for p in trial_dirs)})")
     lines.append(f"  report: {report / 'summary.md'}")

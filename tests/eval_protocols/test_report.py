@@ -112,3 +112,20 @@ def test_distance_curves_from_trial_dirs(tmp_path: Path) -> None:
     assert "steps.jsonl line 4: incomplete last line skipped" in md
     assert "steps.jsonl line 2: bad record" in md
     assert "trials/missing: trial directory not found" in md
+
+
+def test_a_policy_without_distances_gets_one_note_not_one_per_trial(tmp_path: Path) -> None:
+    for n in (1, 2, 3):
+        _write_steps(tmp_path / f"gcbc/{n}", [None, None])
+    _write_steps(tmp_path / "mqe/1", [3.0, 2.0])
+    _write_steps(tmp_path / "mqe/2", [None, None])
+    records = [{"policy": "gcbc", "task": "single_pnp", "trial": n, "points": 0, "trial_dir": f"gcbc/{n}"}
+               for n in (1, 2, 3)]
+    records += [{"policy": "mqe", "task": "single_pnp", "trial": n, "points": 0, "trial_dir": f"mqe/{n}"}
+                for n in (1, 2)]
+    out = _summarize(tmp_path, write_csv(tmp_path / "s.csv", records))
+    md = (out / "summary.md").read_text()
+    assert md.count("gcbc/single_pnp: the policy reported no distance (null) in any of its 3 trial(s)") == 1
+    assert md.count("policy reported no distance (null) at every step") == 1  # mqe's trial 2 only
+    assert not (out / "distance_curves" / "gcbc__single_pnp.png").exists()
+    assert (out / "distance_curves" / "mqe__single_pnp.png").exists()
