@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ class PreparedData:
     action_stats: ActionStats  # of the raw actions, in robot units
     image: dict[str, Any] | None  # {"height", "width", "resize"} or None for states
     observation: dict[str, Any]  # {"shape", "dtype"} as the network sees it
-    info: dict[str, Any]  # {"path", "format", "fingerprint", "num_transitions"}
+    info: dict[str, Any]  # {"path", "format", "fingerprint", "num_transitions"[, "action_names", "control_hz"]}
 
 
 def detect_format(path: Path) -> str:
@@ -93,5 +94,27 @@ def prepare(path: str | Path, image_size: int | None = None,
         image=image,
         observation={"shape": list(observations.shape[1:]), "dtype": str(observations.dtype)},
         info={"path": str(Path(path).absolute()), "format": fmt, "fingerprint": digest,
-              "num_transitions": int(raw.size)},
+              "num_transitions": int(raw.size), **robot_fields(Path(path), fmt, raw.action_dim)},
     )
+
+
+def robot_fields(path: Path, fmt: str, action_dim: int) -> dict[str, Any]:
+    """`action_names` and `control_hz` where a canonical dataset declares them, so that the checkpoint
+    (and the server's /v1/metadata) carries them; {} for sources that do not."""
+    if fmt != "canonical":
+        return {}
+    meta_path = path / METADATA_FILE
+    meta = json.loads(meta_path.read_text())  # load_dataset has already read and checked it
+    fields: dict[str, Any] = {}
+    names = meta.get("action_names")
+    if names is not None:
+        if not (isinstance(names, list) and len(names) == action_dim and all(isinstance(n, str) for n in names)):
+            raise DatasetError(f"{meta_path}: action_names must be a list of {action_dim} strings "
+                               f"(one per action dimension), got {names!r}")
+        fields["action_names"] = names
+    hz = meta.get("control_hz")
+    if hz is not None:
+        if isinstance(hz, bool) or not isinstance(hz, int | float) or not hz > 0:
+            raise DatasetError(f"{meta_path}: control_hz must be a positive number of Hz, got {hz!r}")
+        fields["control_hz"] = float(hz)
+    return fields

@@ -83,3 +83,32 @@ def test_image_data_trains_gcbc_to_a_checkpoint(fmt):
     images = np.zeros((2, 16, 16, 3), np.uint8)
     actions, _ = policy.act_fn(policy.params, images, images)
     assert actions.shape == (2, 7)
+
+
+def _declare(root, **fields):
+    import json
+
+    meta = json.loads((root / "dataset.json").read_text())
+    (root / "dataset.json").write_text(json.dumps({**meta, **fields}))
+    return root
+
+
+def test_action_names_and_control_rate_travel_into_the_checkpoint_metadata(tmp_path):
+    names = ["dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper"]
+    root = _declare(write_image_dataset(tmp_path / "named"), action_names=names, control_hz=5)
+    info = prepare(root).info
+    assert info["action_names"] == names and info["control_hz"] == 5.0
+    plain = prepare(write_image_dataset(tmp_path / "plain")).info
+    assert "action_names" not in plain and "control_hz" not in plain
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"action_names": ["dx", "dy"]}, "action_names must be a list of 7 strings"),
+    ({"control_hz": 0}, "control_hz must be a positive number of Hz, got 0"),
+    ({"control_hz": "5"}, "control_hz must be a positive number of Hz, got '5'"),
+])
+def test_bad_robot_fields_are_refused_with_the_file(tmp_path, fields, message):
+    root = _declare(write_image_dataset(tmp_path / "bad"), **fields)
+    with pytest.raises(DatasetError, match=message) as excinfo:
+        prepare(root)
+    assert "dataset.json" in str(excinfo.value)
