@@ -17,29 +17,10 @@ from pathlib import Path
 
 from eval_protocols.blinding import read_key
 from eval_protocols.cli import SheetConfig, run_sheet
+from eval_protocols.paper import PAPER_RESULTS, points_matching
 from eval_protocols.tasks import load_tasks
 
 HERE = Path(__file__).resolve().parent
-# task -> policy -> (progress mean, successes of 15), from the paper's BridgeData appendix.
-PAPER = {
-    "single_pnp": {"mqe": (0.80, 12), "gcbc": (0.33, 5), "gciql": (0.67, 10), "tra": (0.60, 9)},
-    "double_pnp": {"mqe": (0.73, 10), "gcbc": (0.17, 1), "gciql": (0.47, 4), "tra": (0.63, 6)},
-    "triple_pnp": {"mqe": (0.56, 4), "gcbc": (0.16, 0), "gciql": (0.24, 0), "tra": (0.38, 1)},
-    "quadruple_pnp": {"mqe": (0.55, 2), "gcbc": (0.18, 0), "gciql": (0.27, 0), "tra": (0.32, 0)},
-    "open_drawer": {"mqe": (0.80, 12), "gcbc": (0.67, 10), "gciql": (0.33, 5), "tra": (0.73, 11)},
-    "open_drawer_place": {"mqe": (0.63, 5), "gcbc": (0.30, 0), "gciql": (0.23, 0), "tra": (0.43, 1)},
-}
-
-
-def points_for(progress: float, successes: int, max_points: int, trials: int, rng: random.Random) -> list[int]:
-    """Whole points per trial with `successes` full scores and a mean progress rounding to `progress`."""
-    partial_total = round(progress * trials * max_points) - successes * max_points
-    partial = [0] * (trials - successes)
-    for i in range(partial_total):
-        partial[i % len(partial)] += 1
-    points = [max_points] * successes + partial
-    rng.shuffle(points)  # the order of outcomes within a policy does not change any statistic
-    return points
 
 
 def main() -> None:
@@ -50,8 +31,12 @@ def main() -> None:
     labels = read_key(HERE / "example_key.json").labels
     tasks = load_tasks()
     rng = random.Random(0)
-    points = {(label, task): points_for(*PAPER[task][policy], tasks[task].max_points, tasks[task].trials, rng)
-              for label, policy in labels.items() for task in PAPER}
+    points = {}
+    for label, policy in labels.items():
+        for task in PAPER_RESULTS:
+            trial_points = points_matching(*PAPER_RESULTS[task][policy], tasks[task].max_points, tasks[task].trials)
+            rng.shuffle(trial_points)  # the order of outcomes within a policy does not change any statistic
+            points[label, task] = trial_points
     sheet = HERE / "example_sheet.csv"
     with open(sheet, newline="") as f:
         rows = list(csv.DictReader(f))

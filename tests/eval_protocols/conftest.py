@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from eval_sheet_helpers import PAPER_RESULTS, paper_points, write_csv
+from eval_sheet_helpers import write_csv
 
+from eval_protocols.paper import PAPER_RESULTS, points_matching
 from eval_protocols.tasks import load_tasks
 
 
@@ -17,7 +18,7 @@ def paper_sheet(tmp_path: Path) -> Path:
     records = []
     for task, by_policy in PAPER_RESULTS.items():
         for policy, (progress, successes) in by_policy.items():
-            for trial, points in enumerate(paper_points(progress, successes, tasks[task].max_points), 1):
+            for trial, points in enumerate(points_matching(progress, successes, tasks[task].max_points), 1):
                 records.append({"policy": policy, "task": task, "trial": trial, "points": points,
                                 "operator": "jd", "date": "2025-03-14"})
     return write_csv(tmp_path / "paper.csv", records)

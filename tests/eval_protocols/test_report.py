@@ -7,9 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from eval_sheet_helpers import PAPER_RESULTS, TRIALS, write_csv
+from eval_sheet_helpers import write_csv
 
 from eval_protocols.cli import main
+from eval_protocols.paper import PAPER_RESULTS, PAPER_TRIALS
 
 
 def _summarize(tmp_path: Path, *sheets: Path, extra: tuple[str, ...] = ()) -> Path:
@@ -27,7 +28,7 @@ def test_paper_sheet_gives_back_paper_counts_and_means(tmp_path: Path, paper_she
     for task, by_policy in PAPER_RESULTS.items():
         for policy, (progress, successes) in by_policy.items():
             cell = summary[policy][task]
-            assert (cell["trials"], cell["successes"]) == (TRIALS, successes)
+            assert (cell["trials"], cell["successes"]) == (PAPER_TRIALS, successes)
             assert round(cell["progress_mean"], 2) == progress
             assert cell["warnings"] == []
     mqe, gcbc = summary["mqe"]["single_pnp"], summary["gcbc"]["single_pnp"]
