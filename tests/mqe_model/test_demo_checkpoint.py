@@ -19,7 +19,7 @@ def test_demo_step_dir_is_the_latest_finished_step(tmp_path):
 def test_missing_demo_is_one_line_saying_how_to_get_one(tmp_path, make):
     with pytest.raises(demo.DemoCheckpointMissing) as e:
         demo.demo_step_dir(make(tmp_path))
-    assert "mqe-train --agent mqe --preset sim" in str(e.value) and "git checkout" in str(e.value)
+    assert "bash scripts/build_demo_policy.sh" in str(e.value) and "git checkout" in str(e.value)
     assert "\n" not in str(e.value)
 
 
