@@ -12,19 +12,15 @@ Measures, each as wall time from process start (the processes a user starts, on 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import platform
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import tyro
@@ -33,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from mqe_model import demo  # noqa: E402 (after the path: runs from a checkout without install)
+from server.demo import Server, free_port  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,35 +41,16 @@ class BenchConfig:
     task: str = "single_pnp"  # mqe-demo's task
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-
-
-def serve_to_ready(cache: Path, timeout_s: float = 600.0) -> float:
+def serve_to_ready(cache: Path, log: Path, timeout_s: float = 600.0) -> float:
     """Seconds from starting `python -m server` (no --policy) to /readyz 200; the server is stopped."""
-    port = _free_port()
+    server = Server(free_port(), log, ("--compilation-cache", str(cache)))
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "server", "--port", str(port), "--compilation-cache", str(cache)],
-                            cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server.start()
     try:
-        while time.monotonic() - started < timeout_s:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the server exited with code {proc.returncode}")
-            with contextlib.suppress(urllib.error.URLError, OSError):
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as reply:
-                    if reply.status == 200:
-                        return time.monotonic() - started
-            time.sleep(0.05)
-        raise RuntimeError(f"not ready after {timeout_s} s")
+        server.wait_ready(timeout_s)
+        return time.monotonic() - started
     finally:
-        proc.terminate()
-        proc.wait(30)
+        server.stop()
 
 
 def demo_total(cache: Path, out: Path, cfg: BenchConfig) -> tuple[float, float, float]:
@@ -81,7 +59,7 @@ def demo_total(cache: Path, out: Path, cfg: BenchConfig) -> tuple[float, float, 
     started = time.monotonic()
     result = subprocess.run([sys.executable, "-m", "server.demo", "--trials", "1", "--task", cfg.task,
                              "--max-steps", str(cfg.max_steps), "--out", str(out)], cwd=REPO, capture_output=True,
-                            text=True, env={**_env(), "MQE_SERVE_COMPILATION_CACHE": str(cache)})
+                            text=True, env={**os.environ, "MQE_SERVE_COMPILATION_CACHE": str(cache)})
     total = time.monotonic() - started
     parts = re.search(r"server start ([\d.]+) s, trials ([\d.]+) s", result.stdout)
     if result.returncode != 0 or parts is None:
@@ -97,6 +75,8 @@ def _row(name: str, seconds: list[float]) -> str:
 def main(cfg: BenchConfig) -> None:
     """Run every measurement and print a markdown table."""
     step_dir = demo.demo_step_dir()
+    # the processes it starts import this checkout too
+    os.environ["PYTHONPATH"] = str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")
     print(f"demo checkpoint {step_dir}; {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}, JAX_PLATFORMS={os.environ.get('JAX_PLATFORMS', '')!r}",
           flush=True)
@@ -104,8 +84,9 @@ def main(cfg: BenchConfig) -> None:
     with tempfile.TemporaryDirectory(prefix="mqe-bench-demo-") as tmp:
         tmp = Path(tmp)
         for i in range(cfg.repeats):
-            cold.append(serve_to_ready(tmp / f"cache-cold-{i}"))
-            warm.append(serve_to_ready(tmp / f"cache-cold-{i}"))  # the cache the cold start just filled
+            log = tmp / "server.log"
+            cold.append(serve_to_ready(tmp / f"cache-cold-{i}", log))
+            warm.append(serve_to_ready(tmp / f"cache-cold-{i}", log))  # the cache the cold start just filled
             demo_cold.append(demo_total(tmp / f"demo-cache-{i}", tmp / "runs", cfg)[0])
             total, server_s, trial_s = demo_total(tmp / f"demo-cache-{i}", tmp / "runs", cfg)
             demo_warm.append(total)

@@ -59,20 +59,22 @@ def with_demo_policy(settings: ServeSettings) -> ServeSettings:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit code (2 for bad settings)."""
-    demo = False
+    serving_demo = False
     try:
         settings = parse(argv)
         if not settings.policies:
-            settings, demo = with_demo_policy(settings), True
+            settings, serving_demo = with_demo_policy(settings), True
     except SettingsError as e:
         print(f"mqe-serve: error: {e}", file=sys.stderr)
         return 2
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("absl").setLevel(logging.WARNING)
-    if demo:
-        logger.info("no --policy given: serving the bundled demo policy as 'demo' (%s)",
-                    settings.policies["demo"])
+    if serving_demo:
+        from mqe_model.demo import DEMO_POLICY_NAME
+
+        logger.info("no --policy given: serving the bundled demo policy as '%s' (%s)", DEMO_POLICY_NAME,
+                    settings.policies[DEMO_POLICY_NAME])
     try:
         check_checkpoints(settings)
     except SettingsError as e:

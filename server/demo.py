@@ -24,6 +24,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -145,8 +146,8 @@ def _ready(url: str) -> bool:
 class Server:
     """`mqe-serve` (python -m server; no --policy: the demo) in its own session; always stopped by stop()."""
 
-    def __init__(self, port: int, log: Path, policies: tuple[str, ...] = ()):
-        self.port, self.log, self.policies = port, log, policies
+    def __init__(self, port: int, log: Path, args: Sequence[str] = ()):
+        self.port, self.log, self.args = port, log, tuple(args)  # args: more mqe-serve options
         self.url = f"http://127.0.0.1:{port}"
         self.proc: subprocess.Popen | None = None
 
@@ -154,8 +155,7 @@ class Server:
         """Start the process (returns at once)."""
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "server", "--port", str(self.port), "--batch-buckets", "1",
-                 *(arg for p in self.policies for arg in ("--policy", p))],
+                [sys.executable, "-m", "server", "--port", str(self.port), *self.args],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_ready(self, timeout_s: float) -> None:
@@ -213,7 +213,9 @@ def run_demo(cfg: DemoConfig) -> int:
     script = robot_client_script()
     port = free_port(cfg.port)
     run = run_dir(cfg.out)
-    server = Server(port, run / "server.log", cfg.policy)
+    # one trial at a time: only the batch-1 bucket is compiled, so the server is ready sooner
+    server_args = ("--batch-buckets", "1", *(arg for p in cfg.policy for arg in ("--policy", p)))
+    server = Server(port, run / "server.log", server_args)
     what = ", ".join(cfg.policy) if cfg.policy else "the bundled demo policy"
     print(f"mqe-demo: serving {what} on {server.url} (log: {server.log})", flush=True)
     server.start()
