@@ -48,16 +48,19 @@ def test_trial_runs_at_5hz_and_writes_a_complete_record(tmp_path, mock_server):
     assert meta["goal_sha256"] and meta["client_version"] and "config" in meta and meta["operator"] == "test"
     assert meta["config"]["token"] is None
     assert len(steps) == 12 and [s["step"] for s in steps] == list(range(12))
-    assert meta["counters"]["holds"] == 0
-    # 5 Hz on schedule; a shared CI machine may preempt the process once, which the loop must
-    # then count as a deadline miss (and skip a period) rather than hide
-    assert meta["counters"]["deadline_misses"] <= 1
+    # 5 Hz on schedule. A shared CI machine may stall the client or the mock server once; the loop
+    # must then show it (a late reply is a hold, a late step a deadline miss), never hide it.
+    counters = meta["counters"]
+    assert counters["holds"] + counters["deadline_misses"] <= 1
+    held = [s for s in steps if s["flags"].get("held")]
+    assert len(held) == counters["holds"] and all(s.get("error") for s in held)
     periods = np.diff([s["t"] + s["lateness_ms"] / 1000 for s in steps])
     assert abs(np.median(periods) - PERIOD) < 0.002
     assert np.mean(np.abs(periods - PERIOD) < 0.02) >= 0.9
     for s in steps:
-        for key in ("frame_age_ms", "observe_ms", "request_ms", "round_trip_ms", "dispatch_ms", "raw_action",
-                    "executed_action", "distance", "server_ms", "flags", "seq"):
+        answered = () if s in held else ("raw_action", "executed_action", "distance", "server_ms",
+                                         "round_trip_ms")
+        for key in ("frame_age_ms", "observe_ms", "request_ms", "dispatch_ms", "flags", "seq", *answered):
             assert key in s, key
     assert (trial / "goal.png").stat().st_size > 0
     assert (trial / "video.avi").stat().st_size > 0 and meta["video_frames"] >= 10
