@@ -6,7 +6,9 @@
 With `--preset`, a randomly initialised checkpoint of that MQE preset is written first through the
 checkpoint API (untrained weights: the timing is that of the real network, the actions mean
 nothing). Each robot uploads its goal once, then sends a 128x128 frame (already resized, as the
-client does) every 1/hz seconds on its own keep-alive connection. Prints p50/p90/p99 round trip,
+client does) every 1/hz seconds on its own keep-alive connection; the robots are spread over
+several driver processes so that the Python HTTP clients (one GIL per process) never become the
+bottleneck being measured. Prints p50/p90/p99 round trip,
 the server's stage times (from the replies), and the ratio of the p50 round trip to the bare
 `PolicyRuntime.act` time measured in this process on the same checkpoint (batch 1).
 """
@@ -14,6 +16,8 @@ the server's stage times (from the replies), and the ratio of the p50 round trip
 from __future__ import annotations
 
 import dataclasses
+import math
+import multiprocessing
 import os
 import socket
 import statistics
@@ -47,6 +51,7 @@ class Args:
     buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32)  # server batch buckets
     compilation_cache: Path = Path("~/.cache/mqe-deploy/jax")  # shared with mqe-serve
     port: int = 0  # loopback port of the server; 0 picks a free one
+    drivers: int = 0  # processes the robots are spread over; 0: one per 12 robots, at most cores - 2
 
 
 def free_port() -> int:
@@ -81,7 +86,7 @@ def bare_act_ms(checkpoint: Path, size: int, runs: int) -> tuple[float, float]:
 
 def robot(url: str, size: int, args: Args, stop_at: float, count_from: float, index: int,
           out: list, errors: list) -> None:
-    """One robot: upload a goal, then act at `hz` until `stop_at`."""
+    """One robot: upload a goal, then act at `hz` until `stop_at` (a `time.time()` instant)."""
     from server import protocol
 
     rng = np.random.default_rng(index)
@@ -92,14 +97,15 @@ def robot(url: str, size: int, args: Args, stop_at: float, count_from: float, in
         reply = client.post("/v1/goals", content=protocol.packb({"image": frames[0]}), headers=headers)
         goal_id = protocol.unpackb(reply.content)["goal_id"]
         time.sleep(rng.uniform(0, period))  # robots are not in phase
-        step, next_at = 0, time.perf_counter()
-        while (now := time.perf_counter()) < stop_at:
+        step, next_at = 0, time.time()
+        while (now := time.time()) < stop_at:
             if now < next_at:
                 time.sleep(next_at - now)
             next_at += period
             body = protocol.packb({"image": frames[step % 4], "goal_id": goal_id, "seq": step,
                                    "episode_id": f"bench-{index}", "step": step})
             t = time.perf_counter()
+            sent_at = time.time()
             try:
                 reply = client.post("/v1/act", content=body, headers=headers)
             except httpx.HTTPError as e:
@@ -108,10 +114,49 @@ def robot(url: str, size: int, args: Args, stop_at: float, count_from: float, in
             rtt = (time.perf_counter() - t) * 1000
             if reply.status_code != 200:
                 errors.append(f"{reply.status_code} {reply.content[:200]!r}")
-            elif t >= count_from:
+            elif sent_at >= count_from:
                 timing = protocol.unpackb(reply.content)["timing"]
                 out.append((rtt, timing["decode_ms"], timing["infer_ms"], timing["total_ms"]))
             step += 1
+
+
+def driver(url: str, size: int, args: Args, stop_at: float, count_from: float,
+           indices: list[int], results: multiprocessing.Queue) -> None:
+    """One driver process: its robots in threads; sends back (samples, errors)."""
+    samples: list = []
+    errors: list = []
+    threads = [threading.Thread(target=robot, args=(url, size, args, stop_at, count_from, i, samples, errors))
+               for i in indices]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    results.put((samples, errors))
+
+
+def drive(url: str, size: int, args: Args) -> tuple[list, list, int]:
+    """Run every robot until the measurement ends; (samples, errors, driver processes)."""
+    count = args.drivers or max(1, min(math.ceil(args.robots / 12), (os.cpu_count() or 4) - 2))
+    count = min(count, args.robots)
+    # spawn, not fork: the parent may have JAX initialised (the random checkpoint).
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    start = time.time() + 3.0  # time for the driver processes to start
+    stop_at, count_from = start + args.warmup_s + args.seconds, start + args.warmup_s
+    processes = [context.Process(target=driver, args=(url, size, args, stop_at, count_from,
+                                                       list(range(args.robots))[k::count], results))
+                 for k in range(count)]
+    for p in processes:
+        p.start()
+    samples: list = []
+    errors: list = []
+    for _ in processes:
+        part_samples, part_errors = results.get(timeout=args.warmup_s + args.seconds + 120)
+        samples += part_samples
+        errors += part_errors
+    for p in processes:
+        p.join()
+    return samples, errors, count
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,16 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                 pass
             time.sleep(0.05)
         ready_s = time.perf_counter() - started
-        samples: list = []
-        errors: list = []
-        now = time.perf_counter()
-        stop_at, count_from = now + args.warmup_s + args.seconds, now + args.warmup_s
-        threads = [threading.Thread(target=robot, args=(url, size, args, stop_at, count_from, i, samples, errors))
-                   for i in range(args.robots)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        samples, errors, drivers = drive(url, size, args)
         batch_line = [x for x in httpx.get(url + "/metrics").text.splitlines()
                       if x.startswith("mqe_batch_size_sum") or x.startswith("mqe_batch_size_count")]
     finally:
@@ -170,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         total, count = (float(x.split()[-1]) for x in sorted(batch_line, reverse=True))
         mean_batch = total / max(count, 1)
     print(f"checkpoint {checkpoint} ({args.preset if args.checkpoint is None else 'given'}), "
-          f"{args.robots} robot(s) at {args.hz} Hz for {args.seconds:.0f} s, image {size}x{size}")
+          f"{args.robots} robot(s) at {args.hz} Hz for {args.seconds:.0f} s over {drivers} driver "
+          f"process(es), image {size}x{size}")
     print(f"cold start to ready: {ready_s:.1f} s (compilation cache {args.compilation_cache})")
     print(f"requests: {len(rtt)} ok, {len(errors)} errors" + (f" (first: {errors[0]})" if errors else ""))
     print(f"round trip ms: p50 {percentile(rtt, 50):.2f}  p90 {percentile(rtt, 90):.2f}  "

@@ -4,6 +4,9 @@
     act = jax.jit(policy.act_fn)
     actions, distance = act(policy.params, observations, goals)   # robot units; steps or NaN
 
+    codes = jax.jit(policy.goal_fn)(policy.params, goals)          # once per goal
+    actions, distance = jax.jit(policy.act_coded_fn)(policy.params, observations, codes)  # each step
+
 Observations and goals are what the network was trained on: float32 (B, D) states, or uint8
 (B, H, W, 3) images already resized with `mqe_model.data.images.preprocess_image` to the
 checkpoint's `image` size and method.
@@ -55,6 +58,8 @@ class Policy:
     action_stats: ActionStats  # normalization of the actions, robot units
     fingerprint: str  # sha256 of params + config + normalization stats, hex
     act_fn: Callable[[Any, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]  # see module docstring
+    goal_fn: Callable[[Any, jax.Array], jax.Array]  # goals -> the codes act_coded_fn takes
+    act_coded_fn: Callable[[Any, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]  # act_fn on codes
 
     @property
     def observation_shape(self) -> tuple[int, ...]:
@@ -95,14 +100,17 @@ def load_policy(checkpoint_dir: str | Path, seed_index: int = 0) -> Policy:
             raise CheckpointError(f"{step_dir}: seed_index {seed_index} outside 0..{num_seeds - 1}")
         params = jax.tree_util.tree_map(lambda x: x[seed_index], params)
     params = jax.tree_util.tree_map(jnp.asarray, params)
-    normalized_act = registry.make_act_fn(name, config, stats.dim)
+    goal_fn, normalized_act = registry.make_goal_and_act_fns(name, config, stats.dim)
     center, half = (jnp.asarray(x) for x in stats.center_and_half_range())
 
-    def act_fn(params: Any, observations: jax.Array, goals: jax.Array) -> tuple[jax.Array, jax.Array]:
-        actions, distance = normalized_act(params, observations, goals)
+    def act_coded_fn(params: Any, observations: jax.Array, codes: jax.Array) -> tuple[jax.Array, jax.Array]:
+        actions, distance = normalized_act(params, observations, codes)
         return center + half * jnp.clip(actions, -1.0, 1.0), distance
+
+    def act_fn(params: Any, observations: jax.Array, goals: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return act_coded_fn(params, observations, goal_fn(params, goals))
 
     fingerprint = params_fingerprint(params, metadata["config"], metadata["action_stats"])
     logger.info("loaded %s step %s from %s (fingerprint %s)", name, metadata["step"], step_dir,
                 fingerprint[:12])
-    return Policy(name, config, metadata, params, stats, fingerprint, act_fn)
+    return Policy(name, config, metadata, params, stats, fingerprint, act_fn, goal_fn, act_coded_fn)

@@ -1,4 +1,4 @@
-"""Goal cache: preprocessed goals by random id, bounded by count, least recently used evicted first.
+"""Goal cache: encoded goals (a policy's goal codes) by random id, bounded by count, least recently used evicted first.
 
 Ids are random (not content hashes) so one client cannot probe for another's goals; the cache lives
 in memory, so after a restart every id is unknown and clients upload their goal again.

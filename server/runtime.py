@@ -1,11 +1,13 @@
 """PolicyRuntime: one checkpoint ready to act, compiled ahead of time for fixed batch buckets.
 
     runtime = PolicyRuntime.load("runs/mqe/checkpoints")
-    goal = runtime.encode_goal(goal_image)          # preprocessed once, reused every step
+    goal = runtime.encode_goal(goal_image)          # encoded once (goal codes), reused every step
     action, distance = runtime.act(frame, goal)     # robot units; steps to the goal, or None
 
 Preprocessing (decode, resize with the training-time function) and un-normalization come from the
-checkpoint's metadata only. Every batch size in `buckets` is compiled and run once at load, so
+checkpoint's metadata only. A goal is preprocessed and run through the goal half of the policy
+once (`Policy.goal_fn`: for MQE the critic's psi(g) and the actor's goal features), so each step
+encodes only the observation. Every batch size in `buckets` is compiled and run once at load, so
 serving never compiles: a batch of n is padded up to the smallest bucket >= n.
 """
 
@@ -64,6 +66,7 @@ class PolicyRuntime:
     checkpoint_dir: Path | None = None  # where it was loaded from, for logs and metadata
     warmup_s: float = 0.0  # compile + first run of every bucket at load
     _compiled: dict[int, Any] = dataclasses.field(default_factory=dict, repr=False)
+    _compiled_goal: Any = dataclasses.field(default=None, repr=False)  # goal codes of one goal
     _params: Any = dataclasses.field(default=None, repr=False)
 
     # ------------------------------------------------------------------ loading
@@ -79,21 +82,30 @@ class PolicyRuntime:
                       Path(checkpoint_dir))
         runtime._params = jax.device_put(policy.params, device)
         start = time.perf_counter()
+        runtime._compiled_goal = jax.jit(policy.goal_fn).lower(runtime._params, runtime._spec(1)).compile()
         for size in runtime.buckets:
             runtime._compiled[size] = runtime._compile(size)
-        # One real run per bucket: the first execution also allocates buffers and loads kernels.
+        # One real run each: the first execution also allocates buffers and loads kernels.
+        codes = runtime.encode_goal(np.zeros(policy.observation_shape, runtime.observation_dtype),
+                                    preprocessed=True)
         for size in runtime.buckets:
             obs = np.zeros((size, *policy.observation_shape), runtime.observation_dtype)
-            jax.block_until_ready(runtime._compiled[size](runtime._params, obs, obs))
+            jax.block_until_ready(runtime._compiled[size](runtime._params, obs,
+                                                          np.repeat(codes[None], size, axis=0)))
         runtime.warmup_s = time.perf_counter() - start
         logger.info("policy %s (%s step %d) ready on %s: buckets %s compiled and warmed in %.1f s",
                     name, policy.agent_name, policy.step, device, runtime.buckets, runtime.warmup_s)
         return runtime
 
-    def _compile(self, size: int) -> Any:
-        spec = jax.ShapeDtypeStruct((size, *self.policy.observation_shape), self.observation_dtype,
+    def _spec(self, size: int) -> jax.ShapeDtypeStruct:
+        return jax.ShapeDtypeStruct((size, *self.policy.observation_shape), self.observation_dtype,
                                     sharding=jax.sharding.SingleDeviceSharding(self.device))
-        return jax.jit(self.policy.act_fn).lower(self._params, spec, spec).compile()
+
+    def _compile(self, size: int) -> Any:
+        observations = self._spec(size)
+        codes = jax.eval_shape(self.policy.goal_fn, self._params, observations)
+        codes = jax.ShapeDtypeStruct(codes.shape, codes.dtype, sharding=observations.sharding)
+        return jax.jit(self.policy.act_coded_fn).lower(self._params, observations, codes).compile()
 
     # ------------------------------------------------------------------ description
 
@@ -185,9 +197,14 @@ class PolicyRuntime:
             raise ProtocolError(ErrorCode.INVALID_VALUE, f"'{field}' holds NaN or infinite values")
         return state
 
-    def encode_goal(self, image: np.ndarray | bytes) -> np.ndarray:
-        """The goal as the act function takes it (preprocessed once, then cached by the server)."""
-        return self.prepare(image, "goal_image")
+    def encode_goal(self, image: np.ndarray | bytes, preprocessed: bool = False) -> np.ndarray:
+        """The goal's codes as `act` takes them, computed once and then cached by the server.
+
+        `image` is a raw goal frame (any size, or PNG/JPEG bytes), or with `preprocessed` what
+        `prepare` returns. Runs the model: call it off the event loop.
+        """
+        goal = image if preprocessed else self.prepare(image, "goal_image")
+        return np.asarray(jax.device_get(self._compiled_goal(self._params, goal[None]))[0])
 
     # ------------------------------------------------------------------ acting
 
@@ -200,7 +217,8 @@ class PolicyRuntime:
 
     def act_batch(self, observations: np.ndarray, goals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Actions (N, A) float32 in robot units and distances (N,) (NaN without a critic) for
-        preprocessed observations and goals (N, *observation_shape); never compiles."""
+        preprocessed observations (N, *observation_shape) and `encode_goal` codes (N, ...); never
+        compiles."""
         n = len(observations)
         if n == 0:
             return np.zeros((0, self.policy.action_dim), np.float32), np.zeros((0,), np.float32)

@@ -131,14 +131,29 @@ class Actor(nn.Module):
     action_dim: int
 
     @nn.compact
-    def __call__(self, observations: jax.Array, goals: jax.Array) -> jax.Array:
+    def __call__(self, observations: jax.Array, goals: jax.Array, goals_encoded: bool = False) -> jax.Array:
+        """The mean; with `goals_encoded`, `goals` are already `encode_actor_goals` features."""
         c = self.config
         encoder = make_encoder(c.encoder)
-        if encoder is not None:  # one encoder call over both: half the kernel launches
+        if encoder is not None and goals_encoded:
+            observations = encoder(observations)
+        elif encoder is not None:  # one encoder call over both: half the kernel launches
             encoded = encoder(jnp.concatenate([observations, goals], axis=0))
             observations, goals = jnp.split(encoded, 2, axis=0)
         features = jnp.concatenate([observations, goals], axis=-1)
         return GaussianActorHead(c.actor_hidden_dims, self.action_dim, c.layer_norm)(features)
+
+
+def encode_actor_goals(actor_params: Any, goals: jax.Array, config: MQEConfig) -> jax.Array:
+    """The actor encoder's features of `goals` (the goals themselves without an encoder).
+
+    A served goal is encoded once and reused every step (`Actor(..., goals_encoded=True)`).
+    """
+    encoder = make_encoder(config.encoder)
+    if encoder is None:
+        return goals
+    # The Actor builds its encoder inline (nn.compact), so its weights sit under flax's auto name.
+    return encoder.apply({"params": actor_params[f"{type(encoder).__name__}_0"]}, goals)
 
 
 # ----------------------------------------------------------------------------- losses

@@ -26,7 +26,8 @@ IMAGE_KEYS = ("observations", "next_observations", "goals", "waypoints", "actor_
 
 # act(params, observations, goals) -> (actions in [-1, 1] (normalized), distance in steps or NaN)
 ActFn = Callable[[Any, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
-
+# encode_goals(params, goals) -> goal codes: what the act function needs of each goal, computed once
+GoalFn = Callable[[Any, jax.Array], jax.Array]
 
 @dataclasses.dataclass(frozen=True)
 class AgentSpec:
@@ -64,24 +65,56 @@ def make_sampler(name: str, dataset: Dataset, config: Any) -> GoalSampler | Rela
                                                  c.p_trajectory_goal, c.p_random_goal))
 
 
-def make_act_fn(name: str, config: Any, action_dim: int) -> ActFn:
-    """Pure inference function: deterministic clipped-mean actions (normalized) and the distance."""
+def make_goal_and_act_fns(name: str, config: Any, action_dim: int) -> tuple[GoalFn, ActFn]:
+    """Pure inference functions split at the goal: `encode_goals(params, goals) -> codes` and
+    `act(params, observations, codes) -> (clipped normalized actions, distance in steps or NaN)`.
 
-    def act(params: Any, observations: jax.Array, goals: jax.Array) -> tuple[jax.Array, jax.Array]:
-        nan = jnp.full(observations.shape[:1], jnp.nan, jnp.float32)
-        if name == "mqe":
-            mean = mqe.Actor(config, action_dim).apply({"params": params["actor"]}, observations, goals)
-            critic = mqe.Critic(config)
-            psi = critic.apply({"params": params["critic"]},
-                               jnp.concatenate([observations, goals], axis=0), method=mqe.Critic.psi)
-            psi_s, psi_g = jnp.split(psi, 2, axis=1)
-            d = jnp.min(mrn_distance(psi_s, psi_g, config.num_components), axis=0)
-            return jnp.clip(mean, -1.0, 1.0), d / config.step_scale
+    A server encodes each goal once and reuses its codes every step. For MQE the codes are the
+    critic's psi(g) of every head and the actor encoder's goal features, flattened into one float32
+    row per goal, so a step runs the two encoders on the observation only. GCBC and GCIQL fuse the
+    goal with the observation before their first layer, so their codes are the goals themselves.
+    """
+    if name != "mqe":
         module = gcbc if name == "gcbc" else gciql
-        mean = module.actor_mean(params, observations, goals, config, action_dim)
-        return jnp.clip(mean, -1.0, 1.0), nan
 
-    return act
+        def act_baseline(params: Any, observations: jax.Array, goals: jax.Array) -> tuple[jax.Array, jax.Array]:
+            mean = module.actor_mean(params, observations, goals, config, action_dim)
+            return jnp.clip(mean, -1.0, 1.0), jnp.full(observations.shape[:1], jnp.nan, jnp.float32)
+
+        return (lambda params, goals: goals), act_baseline
+
+    critic = mqe.Critic(config)
+    psi_size = config.num_heads * config.latent_dim
+
+    def encode_goals(params: Any, goals: jax.Array) -> jax.Array:
+        psi = critic.apply({"params": params["critic"]}, goals, method=mqe.Critic.psi)  # (E, B, L)
+        actor_features = mqe.encode_actor_goals(params["actor"], goals, config)
+        rows = goals.shape[0]
+        return jnp.concatenate([jnp.swapaxes(psi, 0, 1).reshape(rows, psi_size).astype(jnp.float32),
+                                actor_features.reshape(rows, -1).astype(jnp.float32)], axis=-1)
+
+    def act(params: Any, observations: jax.Array, codes: jax.Array) -> tuple[jax.Array, jax.Array]:
+        rows = codes.shape[0]
+        psi_goals = jnp.swapaxes(codes[:, :psi_size].reshape(rows, config.num_heads, -1), 0, 1)
+        actor_goals = codes[:, psi_size:].reshape(rows, *_actor_goal_shape(observations, config))
+        mean = mqe.Actor(config, action_dim).apply({"params": params["actor"]}, observations,
+                                                   actor_goals, goals_encoded=True)
+        psi_states = critic.apply({"params": params["critic"]}, observations, method=mqe.Critic.psi)
+        d = jnp.min(mrn_distance(psi_states, psi_goals, config.num_components), axis=0)
+        return jnp.clip(mean, -1.0, 1.0), d / config.step_scale
+
+    return encode_goals, act
+
+
+def _actor_goal_shape(observations: jax.Array, config: Any) -> tuple[int, ...]:
+    # A state actor takes raw goals (the observation's shape); an encoder's features are flat.
+    return observations.shape[1:] if config.encoder is None else (-1,)
+
+
+def make_act_fn(name: str, config: Any, action_dim: int) -> ActFn:
+    """Pure inference function on raw goals: `act(params, observations, goals)`."""
+    encode_goals, act_coded = make_goal_and_act_fns(name, config, action_dim)
+    return lambda params, observations, goals: act_coded(params, observations, encode_goals(params, goals))
 
 
 def config_to_json(config: Any) -> dict[str, Any]:

@@ -53,3 +53,25 @@ def test_mqe_distance_matches_the_agent_distance():
 def test_missing_checkpoint_names_the_path(tmp_path):
     with pytest.raises(CheckpointError, match=str(tmp_path)):
         load_policy(tmp_path)
+
+
+@pytest.mark.parametrize("encoder", [None, "impala_tiny"])
+def test_goal_codes_then_act_equal_the_agent_on_raw_goals(encoder):
+    """Serving encodes a goal once (psi(g), actor goal features); the result must be the agent's."""
+    import dataclasses
+
+    from mqe_model.agents import registry
+
+    config = dataclasses.replace(mqe.get_config("tiny"), encoder=encoder)
+    rng = np.random.default_rng(2)
+    obs = (rng.integers(0, 256, (3, 16, 16, 3), dtype=np.uint8) if encoder
+           else rng.normal(size=(3, 6)).astype(np.float32))
+    goals = obs[::-1].copy()
+    agent = mqe.MQEAgent.create(0, {"observations": obs, "actions": np.zeros((3, 4), np.float32)}, config)
+    encode_goals, act = registry.make_goal_and_act_fns("mqe", config, 4)
+    codes = jax.jit(encode_goals)(agent.params, goals)
+    assert codes.shape[0] == 3 and codes.dtype == np.float32
+    actions, distance = jax.jit(act)(agent.params, obs, codes)
+    expected = agent.sample_actions(obs, goals, jax.random.PRNGKey(0), temperature=0.0)
+    np.testing.assert_allclose(actions, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(distance, agent.distance(obs, goals), rtol=1e-5, atol=1e-6)

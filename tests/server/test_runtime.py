@@ -26,22 +26,27 @@ def images(n: int, size: int = 32, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, (n, size, size, 3), dtype=np.uint8)
 
 
+def codes_of(runtime, goals: np.ndarray) -> np.ndarray:
+    return np.stack([runtime.encode_goal(g, preprocessed=True) for g in goals])
+
+
 def test_batches_are_padded_to_buckets_and_split_beyond_them(runtime):
     obs, goals = images(7), images(7, seed=1)
-    actions, distances = runtime.act_batch(obs, goals)  # 4 + 3 (padded to 4)
+    actions, distances = runtime.act_batch(obs, codes_of(runtime, goals))  # 4 + 3 (padded to 4)
     assert actions.shape == (7, 7) and distances.shape == (7,)
+    # the goal codes computed once per goal give what the whole network gives on the raw goals
     reference = jax.jit(runtime.policy.act_fn)(runtime.policy.params, obs, goals)
     np.testing.assert_allclose(actions, reference[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(distances, reference[1], rtol=1e-5, atol=1e-6)
     for i in (0, 5):
-        single, distance = runtime.act(obs[i], goals[i])
+        single, distance = runtime.act(obs[i], runtime.encode_goal(goals[i]))
         np.testing.assert_allclose(single, actions[i], rtol=1e-5, atol=1e-6)
         assert distance == pytest.approx(float(distances[i]), rel=1e-5)
     assert runtime.bucket_for(3) == 4 and runtime.max_batch == 4
 
 
 def test_actions_are_in_robot_units(runtime):
-    actions, _ = runtime.act_batch(images(4), images(4, seed=2))
+    actions, _ = runtime.act_batch(images(4), codes_of(runtime, images(4, seed=2)))
     low, high = np.asarray(runtime.policy.action_stats.low), np.asarray(runtime.policy.action_stats.high)
     assert np.all(actions >= low - 1e-6) and np.all(actions <= high + 1e-6)
 
@@ -73,10 +78,27 @@ def test_pixel_limit():
         decode_image_bytes(big, max_pixels=10_000)
 
 
+def test_mqe_goal_codes_hold_psi_of_every_head_then_the_actor_goal_features(runtime):
+    config = runtime.policy.config
+    goal = images(1, seed=4)[0]
+    codes = runtime.encode_goal(goal)
+    params = runtime.policy.params
+    from mqe_model.agents import mqe
+
+    psi = mqe.Critic(config).apply({"params": params["critic"]}, goal[None], method=mqe.Critic.psi)
+    features = mqe.encode_actor_goals(params["actor"], goal[None], config)
+    assert codes.dtype == np.float32 and codes.shape == (config.num_heads * config.latent_dim + features.shape[-1],)
+    np.testing.assert_allclose(codes[:config.num_heads * config.latent_dim], np.asarray(psi)[:, 0].ravel(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(codes[config.num_heads * config.latent_dim:], np.asarray(features)[0], rtol=1e-5, atol=1e-6)
+
+
 def test_state_policy(state_runtime):
     state = np.linspace(-1, 1, 6, dtype=np.float32)
     action, distance = state_runtime.act(state, state_runtime.encode_goal(state[::-1].copy()))
     assert action.shape == (3,) and distance is not None and distance >= 0
+    reference = state_runtime.policy.act_fn(state_runtime.policy.params, state[None], state[::-1].copy()[None])
+    np.testing.assert_allclose(action, reference[0][0], rtol=1e-5, atol=1e-6)
+    assert distance == pytest.approx(float(reference[1][0]), rel=1e-5)
     for bad in (np.zeros(5, np.float32), np.full(6, np.inf, np.float32), np.zeros((6, 1), np.float32)):
         with pytest.raises(ProtocolError) as info:
             state_runtime.prepare(bad)
