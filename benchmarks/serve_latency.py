@@ -162,6 +162,10 @@ def drive(url: str, size: int, args: Args) -> tuple[list, list, int]:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print a compact summary."""
     args = tyro.cli(Args, args=argv)
+    server_env = dict(os.environ)  # the server allocates GPU memory as mqe-serve always does
+    # This process writes the random checkpoint and times the bare act; it must not take the GPU
+    # memory that JAX preallocates by default away from the server it starts.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     checkpoint = args.checkpoint
     if checkpoint is None:
         from server.random_checkpoint import write_random_checkpoint
@@ -174,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     size = image["height"] if image else args.image_size
     port = args.port or free_port()
     # Keep whatever PYTHONPATH the caller set (e.g. packages unpacked beside the repo).
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env = {**server_env, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     cmd = [sys.executable, "-m", "server", "--policy", f"bench={checkpoint}", "--port", str(port),
            "--compilation-cache", str(args.compilation_cache.expanduser()), "--log-level", "warning",
            "--batch-buckets", *map(str, args.buckets)]

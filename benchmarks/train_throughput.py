@@ -76,16 +76,17 @@ def loop_rate(cfg: BenchConfig, data: Path, workdir: Path, devices: int) -> floa
     return float(np.median([x["perf/steps_per_s"] for x in lines[2:]]))
 
 
-def bare_rate(cfg: BenchConfig, data: Path, iters: int = 10) -> float:
-    """Steps/s of the jitted update alone on one device, batches already there."""
+def bare_rate(cfg: BenchConfig, data: Path, devices: int = 1, iters: int = 10) -> float:
+    """Steps/s of the jitted update alone on `devices` devices (batch sharded as in the loop,
+    parameters replicated), batches already there: the loop's ceiling, without the host's data."""
     run = train.TrainConfig(data=data, workdir=Path("unused"), agent=cfg.agent, preset=cfg.preset,
                             image_size=cfg.image_size)
     setup = train.prepare_run(run)
-    parallel = DataParallel(1)
+    parallel = DataParallel(devices)
     sampler = registry.make_sampler(cfg.agent, setup.data.dataset, setup.agent_config)
     stream = BatchStream(sampler, setup.agent_config.batch_size, 0, 1, parallel)
     batches = next(iter(stream([(0, cfg.updates_per_dispatch)])))[2]
-    agent = train.create_agent(run, setup, sampler.sample(np.random.default_rng(0), 2))
+    agent = parallel.replicate(train.create_agent(run, setup, sampler.sample(np.random.default_rng(0), 2)))
     kind, prob = train.augmentation(run, setup.agent_config)
     step = train.make_train_step(kind, prob, 1)
     key = jax.random.PRNGKey(0)
@@ -107,6 +108,9 @@ def main(cfg: BenchConfig) -> None:
         print(f"device: {jax.devices()[0].device_kind} x {jax.device_count()}; {cfg.agent} {cfg.preset}")
         bare = bare_rate(cfg, data)
         print(f"bare update (1 device): {bare:.1f} steps/s")
+        for n in (n for n in cfg.devices if n > 1):
+            bare_n = bare_rate(cfg, data, n)
+            print(f"bare update ({n} devices): {bare_n:.1f} steps/s (x{bare_n / bare:.2f} vs 1 device)")
         rates = {}
         for n in () if cfg.bare_only else cfg.devices:
             rates[n] = loop_rate(cfg, data, Path(tmp) / f"run{n}", n)

@@ -1,0 +1,123 @@
+"""Where one served act's time goes: the runtime's compiled act, back to back and paced, with kernels.
+
+    python -m benchmarks.act_latency --preset bridge              # a random bridge checkpoint
+    python -m benchmarks.act_latency --checkpoint runs/mqe --hz 5
+
+Times `PolicyRuntime`'s own executable for one batch size (numpy inputs, as the server passes them;
+goal codes from `encode_goal`), called back to back and called at `--hz` with the device idle in
+between (as one robot at 5 Hz does), and, on a GPU, reads a JAX profiler trace of `--profile-calls`
+acts: device time of the kernels, number of launches, and the largest kernels. Also times the
+encoding of one goal (done once per goal by `POST /v1/goals`).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import tyro
+
+
+@dataclasses.dataclass(frozen=True)
+class Args:
+    """Act latency of a served policy."""
+
+    checkpoint: Path | None = None  # a checkpoint; None: a random one of --preset
+    preset: str = "bridge"  # MQE preset of the random checkpoint
+    image_size: int = 128  # image size of the random checkpoint
+    batch: int = 1  # batch size (compiled bucket) to time
+    runs: int = 200  # back-to-back calls timed
+    hz: float = 5.0  # rate of the paced calls
+    paced_runs: int = 20  # paced calls timed
+    profile_calls: int = 20  # acts in the profiler trace (GPU only; 0: no trace)
+    top: int = 12  # kernels listed
+
+
+def kernel_profile(call, calls: int) -> tuple[float, float, list[tuple[str, float, float]]]:
+    """(kernel us per call, launches per call, [(name, us per call, launches per call)]) from a trace."""
+    with tempfile.TemporaryDirectory() as logdir:
+        with jax.profiler.trace(logdir):
+            for _ in range(calls):
+                call()
+        data = jax.profiler.ProfileData.from_file(str(next(Path(logdir).rglob("*.xplane.pb"))))
+    totals: dict[str, float] = collections.defaultdict(float)
+    counts: collections.Counter = collections.Counter()
+    for plane in data.planes:
+        if not plane.name.startswith("/device:GPU"):
+            continue
+        for line in plane.lines:
+            if "stream" in line.name.lower():
+                for event in line.events:
+                    totals[event.name] += event.duration_ns
+                    counts[event.name] += 1
+    rows = sorted(((name, ns / calls / 1e3, counts[name] / calls) for name, ns in totals.items()),
+                  key=lambda row: -row[1])
+    return sum(totals.values()) / calls / 1e3, sum(counts.values()) / calls, rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run and print the figures."""
+    args = tyro.cli(Args, args=argv)
+    from server.runtime import PolicyRuntime
+
+    checkpoint = args.checkpoint
+    if checkpoint is None:
+        from server.random_checkpoint import write_random_checkpoint
+
+        checkpoint = write_random_checkpoint(Path(tempfile.mkdtemp(prefix="act-bench-")), "mqe", args.preset,
+                                             (), args.image_size)
+    runtime = PolicyRuntime.load(checkpoint, buckets=(args.batch,))
+    shape, dtype = runtime.policy.observation_shape, runtime.observation_dtype
+    rng = np.random.default_rng(0)
+    sample = (lambda n: rng.integers(0, 256, (n, *shape), dtype=np.uint8)) if dtype == np.uint8 else (
+        lambda n: rng.standard_normal((n, *shape)).astype(dtype))
+    observations = sample(args.batch)
+    goal_times = []
+    for goal in sample(10):
+        start = time.perf_counter()
+        codes = runtime.encode_goal(goal, preprocessed=True)
+        goal_times.append((time.perf_counter() - start) * 1e3)
+    codes = np.repeat(codes[None], args.batch, axis=0)
+    act = runtime._compiled[args.batch]
+
+    def call() -> None:
+        jax.device_get(act(runtime._params, observations, codes))
+
+    for _ in range(10):
+        call()
+    back_to_back = []
+    for _ in range(args.runs):
+        start = time.perf_counter()
+        call()
+        back_to_back.append((time.perf_counter() - start) * 1e3)
+    paced = []
+    for _ in range(args.paced_runs):
+        time.sleep(1.0 / args.hz)
+        start = time.perf_counter()
+        call()
+        paced.append((time.perf_counter() - start) * 1e3)
+    device = jax.devices()[0]
+    print(f"{runtime.policy.agent_name} checkpoint {checkpoint}, batch {args.batch}, on {device.device_kind} "
+          f"({device.platform}), jax {jax.__version__}")
+    print(f"goal encoding (once per goal): p50 {statistics.median(goal_times[1:]):.3f} ms")
+    print(f"act back to back: p50 {statistics.median(back_to_back):.3f} ms, "
+          f"p10 {np.percentile(back_to_back, 10):.3f} ms ({args.runs} calls)")
+    print(f"act at {args.hz:g} Hz (device idle in between): p50 {statistics.median(paced):.3f} ms, "
+          f"ratio to back to back {statistics.median(paced) / statistics.median(back_to_back):.2f}")
+    if device.platform == "gpu" and args.profile_calls:
+        kernel_us, launches, rows = kernel_profile(call, args.profile_calls)
+        print(f"kernels per act: {kernel_us:.1f} us of device time in {launches:.0f} launches "
+              f"({kernel_us / 1e3 / statistics.median(back_to_back):.0%} of the back-to-back time)")
+        for name, us, count in rows[:args.top]:
+            print(f"{us:9.1f} us {100 * us / kernel_us:5.1f}%  x{count:5.1f}  {name[:80]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
