@@ -88,7 +88,7 @@ def bare_rate(cfg: BenchConfig, data: Path, devices: int = 1, iters: int = 10) -
     batches = next(iter(stream([(0, cfg.updates_per_dispatch)])))[2]
     agent = parallel.replicate(train.create_agent(run, setup, sampler.sample(np.random.default_rng(0), 2)))
     kind, prob = train.augmentation(run, setup.agent_config)
-    step = train.make_train_step(kind, prob, 1)
+    step = train.make_train_step(kind, prob, 1, parallel.mesh)
     key = jax.random.PRNGKey(0)
     for _ in range(2):
         agent, info = step(agent, batches, key)

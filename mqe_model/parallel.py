@@ -2,6 +2,8 @@
 
 The batch is sharded over every device of every host along its batch axis; parameters and optimizer
 state are replicated. XLA (GSPMD) inserts the gradient all-reduce; nothing here is hand-written.
+Losses that compare every sample with every other (MQE's B x B backup) ask for the other side whole
+with `replicated_in_mesh`, so XLA gathers it once instead of slice by slice.
 """
 
 from __future__ import annotations
@@ -30,6 +32,17 @@ def maybe_initialize_distributed() -> None:
         return  # a single-task SLURM job is one host; nothing to coordinate
     logger.info("initializing jax.distributed (found %s)", ", ".join(found))
     jax.distributed.initialize()
+
+
+def replicated_in_mesh(x: jax.Array) -> jax.Array:
+    """`x` whole on every device of the current mesh (inside `jax.set_mesh`); unchanged without one.
+
+    Without this, XLA gathers the operand of an unrolled loop one slice at a time: the fused
+    pairwise MRN on 2 GPUs compiled to 34 small all-gathers per update instead of one.
+    """
+    if jax.sharding.get_abstract_mesh().empty:
+        return x
+    return jax.lax.with_sharding_constraint(x, PartitionSpec())
 
 
 class DataParallel:

@@ -21,6 +21,8 @@ import math
 import jax
 import jax.numpy as jnp
 
+from mqe_model.parallel import replicated_in_mesh
+
 EPS = 1e-6  # inside the square root of the symmetric part
 
 
@@ -48,6 +50,7 @@ def mrn_distance(x: jax.Array, y: jax.Array, num_components: int = 8) -> jax.Arr
 
 def mrn_pairwise_naive(x: jax.Array, y: jax.Array, num_components: int = 8) -> jax.Array:
     """All-pairs MRN distance by broadcasting: (..., B, D), (..., C, D) -> (..., B, C)."""
+    y = replicated_in_mesh(y)
     return mrn_distance(x[..., :, None, :], y[..., None, :, :], num_components)
 
 
@@ -105,6 +108,7 @@ _pairwise_max_diff.defvjp(_pairwise_max_diff_fwd, _pairwise_max_diff_bwd)
 @functools.partial(jax.jit, static_argnames=("num_components",))
 def mrn_pairwise(x: jax.Array, y: jax.Array, num_components: int = 8) -> jax.Array:
     """All-pairs MRN distance, (..., B, D) x (..., C, D) -> (..., B, C), memory-lean (see module doc)."""
+    y = replicated_in_mesh(y)  # data-parallel: each device pairs its rows with all of y
     x_asym, x_sym = _split(x, num_components)
     y_asym, y_sym = _split(y, num_components)
     # Everything below is laid out (..., components, B, C) so the last axis is the second set.

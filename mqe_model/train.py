@@ -168,9 +168,10 @@ def augmentation(cfg: TrainConfig, agent_config: Any) -> tuple[str, float]:
     return kind, DEFAULT_PROB[kind] if cfg.augment_prob is None else cfg.augment_prob
 
 
-def make_train_step(kind: str, prob: float, num_seeds: int):
+def make_train_step(kind: str, prob: float, num_seeds: int, mesh: Any = None):
     """Jitted (agent, batches, aug_key) -> (agent, last metrics): a scan over the leading axis,
-    each batch augmented on the device with a key drawn from (aug_key, agent step)."""
+    each batch augmented on the device with a key drawn from (aug_key, agent step). With the
+    data-parallel `mesh`, it is traced and run inside it (see `parallel.replicated_in_mesh`)."""
 
     def one_update(agent: Any, batch: dict, aug_key: jax.Array) -> tuple[Any, dict]:
         key = jax.random.fold_in(aug_key, agent.step)
@@ -183,7 +184,15 @@ def make_train_step(kind: str, prob: float, num_seeds: int):
         agent, infos = jax.lax.scan(lambda a, b: update(a, b, aug_key), agent, batches)
         return agent, jax.tree_util.tree_map(lambda x: x[-1], infos)
 
-    return jax.jit(train_step, donate_argnums=0)
+    jitted = jax.jit(train_step, donate_argnums=0)
+    if mesh is None:
+        return jitted
+
+    def train_step_in_mesh(agent: Any, batches: dict, aug_key: jax.Array) -> tuple[Any, dict]:
+        with jax.set_mesh(mesh):
+            return jitted(agent, batches, aug_key)
+
+    return train_step_in_mesh
 
 
 def crosses(start: int, end: int, every: int) -> bool:
@@ -236,7 +245,7 @@ def train(cfg: TrainConfig, setup: RunSetup) -> Any:
         dataset=data.info, num_seeds=cfg.num_seeds,
         train={k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(cfg).items()})
     kind, prob = augmentation(cfg, setup.agent_config)
-    train_step = make_train_step(kind, prob, cfg.num_seeds)
+    train_step = make_train_step(kind, prob, cfg.num_seeds, parallel.mesh)
     base_key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 0x617567)  # augmentation stream
     aug_key = (jax.random.split(base_key, cfg.num_seeds) if cfg.num_seeds > 1 else base_key)
     aug_key = parallel.replicate(aug_key)

@@ -57,3 +57,31 @@ def test_a_two_device_checkpoint_serves_from_one_device():
     result = subprocess.run([sys.executable, "-c", code, str(workdir)], env=env, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+GATHER_SCRIPT = """
+import jax, numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+from mqe_model.parallel import DataParallel, replicated_in_mesh
+from mqe_model.quasimetric import mrn_pairwise
+mesh = DataParallel().mesh
+rows = jax.device_put(np.random.default_rng(0).normal(size=(2, 16, 64)).astype(np.float32),
+                      NamedSharding(mesh, PartitionSpec(None, "data")))
+assert not jax.jit(replicated_in_mesh)(rows).sharding.is_fully_replicated  # no mesh: unchanged
+with jax.set_mesh(mesh):
+    assert jax.jit(replicated_in_mesh)(rows).sharding.is_fully_replicated
+    hlo = jax.jit(jax.grad(lambda x: mrn_pairwise(x, x).sum())).lower(rows).compile().as_text()
+gathers = sum(" all-gather(" in line or " all-gather-start(" in line for line in hlo.splitlines())
+print("all-gathers", gathers)
+"""
+
+
+def test_pairwise_gathers_the_other_side_once_per_pass():
+    """On 2 devices, all pairs of a batch-sharded set need the whole set: one gather, not one per slice."""
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    result = subprocess.run([sys.executable, "-c", GATHER_SCRIPT], env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    gathers = int(result.stdout.split("all-gathers")[-1])
+    assert 1 <= gathers <= 2, result.stdout
