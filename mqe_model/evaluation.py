@@ -46,7 +46,11 @@ def make_env(env_name: str) -> Any:
 
 def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metadata: dict[str, Any],
                   params: Any, seed: int) -> dict[str, float]:
-    """Success rate and mean episode length of the policy on one task (runs in a worker)."""
+    """Success rate and mean episode length of the policy on one task (runs in a worker).
+
+    The task's episodes run side by side, one environment each, so that each step is one batched
+    policy call (the goals are encoded once); episode `i` is seeded as when run alone.
+    """
     import jax
     import jax.numpy as jnp
 
@@ -56,25 +60,35 @@ def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metada
 
     config = registry.config_from_json(agent, metadata["config"])
     stats = ActionStats.from_json(metadata["action_stats"])
-    act = registry.make_act_fn(agent, config, stats.dim)
+    encode_goals, act = registry.make_goal_and_act_fns(agent, config, stats.dim)
     center, half = (jnp.asarray(x) for x in stats.center_and_half_range())
-    policy = jax.jit(lambda p, o, g: center + half * act(p, o[None], g[None])[0][0])
+    policy = jax.jit(lambda p, o, codes: center + half * act(p, o, codes)[0])
     image = metadata.get("image")
     prepare = (lambda x: np.asarray(x, np.float32)) if image is None else (  # noqa: E731
         lambda x: preprocess_image(np.asarray(x), image["height"], image["width"], image["resize"]))
-    env = make_env(env_name)
-    successes, lengths = [], []
-    for episode in range(episodes):
+    envs = [make_env(env_name) for _ in range(episodes)]
+    observations, goals = [], []
+    for episode, env in enumerate(envs):
         observation, info = env.reset(seed=seed + 1000 * task_id + episode,
                                       options={"task_id": task_id, "render_goal": False})
-        goal = prepare(info["goal"])
-        done, steps = False, 0
-        while not done:
-            action = np.asarray(policy(params, prepare(observation), goal))
-            observation, _, terminated, truncated, info = env.step(action)
-            done, steps = terminated or truncated, steps + 1
-        successes.append(float(info["success"]))
-        lengths.append(steps)
+        observations.append(prepare(observation))
+        goals.append(prepare(info["goal"]))
+    observations = np.stack(observations)
+    codes = jax.jit(encode_goals)(params, np.stack(goals))
+    running = np.ones(episodes, bool)
+    successes, lengths = np.zeros(episodes), np.zeros(episodes)
+    while running.any():
+        # Finished episodes keep their last observation in the batch: one shape, one compilation.
+        actions = np.asarray(policy(params, observations, codes))
+        for i in np.flatnonzero(running):
+            observation, _, terminated, truncated, info = envs[i].step(actions[i])
+            observations[i] = prepare(observation)
+            lengths[i] += 1
+            if terminated or truncated:
+                running[i] = False
+                successes[i] = float(info["success"])
+    for env in envs:
+        env.close()
     return {"success": float(np.mean(successes)), "length": float(np.mean(lengths))}
 
 
@@ -86,31 +100,37 @@ class OGBenchEvaluator:
         self.env_name, self.episodes, self.seed = env_name, episodes, seed
         self._pool = concurrent.futures.ProcessPoolExecutor(
             max(1, workers), mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker)
-        self._pending: list[tuple[int, list[concurrent.futures.Future]]] = []
+        self._pending: list[tuple[int, list[list[concurrent.futures.Future]]]] = []
 
     def submit(self, step: int, agent: str, metadata: dict[str, Any], params: Any) -> None:
-        """Evaluate `params` (copied to the host now) on the 5 tasks in the background."""
+        """Evaluate `params` (copied to the host now) on the 5 tasks in the background; a run of
+        several vmapped seeds has each seed evaluated."""
         import jax
 
         host_params = jax.device_get(params)
-        if metadata.get("num_seeds", 1) > 1:
-            host_params = jax.tree_util.tree_map(lambda x: x[0], host_params)  # seed 0
-        jobs = [self._pool.submit(evaluate_task, self.env_name, task, self.episodes, agent, metadata,
-                                  host_params, self.seed) for task in range(1, NUM_TASKS + 1)]
+        num_seeds = int(metadata.get("num_seeds", 1))
+        per_seed = ([host_params] if num_seeds == 1 else
+                    [jax.tree_util.tree_map(lambda x, k=k: x[k], host_params) for k in range(num_seeds)])
+        jobs = [[self._pool.submit(evaluate_task, self.env_name, task, self.episodes, agent, metadata,
+                                   seed_params, self.seed) for task in range(1, NUM_TASKS + 1)]
+                for seed_params in per_seed]
         self._pending.append((step, jobs))
 
-    def _collect(self, step: int, jobs: list[concurrent.futures.Future]) -> dict[str, float]:
-        results = [job.result() for job in jobs]
-        out = {f"eval/task{i}_success": r["success"] for i, r in enumerate(results, start=1)}
-        out["eval/success"] = float(np.mean([r["success"] for r in results]))
-        out["eval/length"] = float(np.mean([r["length"] for r in results]))
+    def _collect(self, step: int, jobs: list[list[concurrent.futures.Future]]) -> dict[str, float]:
+        results = [[job.result() for job in seed_jobs] for seed_jobs in jobs]  # [seed][task]
+        success = np.array([[r["success"] for r in seed_results] for seed_results in results])
+        out = {f"eval/task{i}_success": float(v) for i, v in enumerate(success.mean(axis=0), start=1)}
+        out["eval/success"] = float(success.mean())  # over tasks (and seeds)
+        out["eval/length"] = float(np.mean([[r["length"] for r in seed_results] for seed_results in results]))
+        if len(results) > 1:  # seed k of the run is its --seed + k
+            out.update({f"eval/seed{k}_success": float(v) for k, v in enumerate(success.mean(axis=1))})
         logger.info("evaluation at step %d on %s: success %.3f", step, self.env_name, out["eval/success"])
         return out
 
     def poll(self) -> list[tuple[int, dict[str, float]]]:
         """Results of the evaluations that have finished, oldest first."""
         done = []
-        while self._pending and all(job.done() for job in self._pending[0][1]):
+        while self._pending and all(job.done() for seed_jobs in self._pending[0][1] for job in seed_jobs):
             step, jobs = self._pending.pop(0)
             done.append((step, self._collect(step, jobs)))
         return done

@@ -2,10 +2,12 @@
 
     mqe-ogbench-repro scene-play-v0 --agent mqe --seeds 0 1 2 3 4 5 6 7
     mqe-ogbench-repro pointmaze-giant-stitch-v0 --agent gciql --seeds 0 1 2 3
+    mqe-ogbench-repro puzzle-4x4-play-v0 --seeds 0 1 2 3 --vmap-seeds   # one run, 4 seeds at once
 
 For the dataset it generates the data if missing (`mqe-ogbench-data`, or takes `--data`), trains one
 `mqe-train` run per seed (a subprocess, so the exact command is recorded and re-runnable; MQE gets
-the paper's alpha for the environment), evaluates with OGBench's protocol through mqe-train's
+the paper's alpha for the environment; with `--vmap-seeds`, one run trains all seeds at once with
+`jax.vmap`, which costs little more than one seed for the state-based presets), evaluates with OGBench's protocol through mqe-train's
 evaluation hook (5 tasks x 50 episodes, deterministic actions, every `--eval-every` updates) and
 scores each seed by the mean success of its last 3 evaluations. The row (mean and standard error
 over seeds, time per run, the commands) goes to `<out>.json` and `<out>.md`. Re-running resumes
@@ -81,6 +83,7 @@ class ReproduceConfig:
     dataset: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="DATASET")]
     agent: Literal["mqe", "gcbc", "gciql"] = "mqe"  # algorithm
     seeds: tuple[int, ...] = (0,)  # training seeds (the paper: 8 for state-based tasks)
+    vmap_seeds: bool = False  # train the seeds in one run with jax.vmap (mqe-train --num-seeds); consecutive seeds
     steps: int = 1_000_000  # updates per run (the paper: 1M state-based)
     preset: str = "ogbench_state"  # agent preset of mqe-train
     set: tuple[str, ...] = ()  # further agent overrides, key=value, applied after the paper's alpha
@@ -103,6 +106,9 @@ class ReproduceConfig:
             raise ReproduceError("--seeds: give at least one seed")
         if len(set(self.seeds)) != len(self.seeds):
             raise ReproduceError(f"--seeds {' '.join(map(str, self.seeds))}: seeds repeat")
+        if self.vmap_seeds and list(self.seeds) != list(range(self.seeds[0], self.seeds[0] + len(self.seeds))):
+            raise ReproduceError(f"--vmap-seeds trains seeds --seed, --seed + 1, ...: give consecutive seeds, "
+                                 f"not {' '.join(map(str, self.seeds))}")
         if min(self.steps, self.eval_every, self.eval_episodes) < 1:
             raise ReproduceError("--steps, --eval-every and --eval-episodes must be >= 1")
 
@@ -155,8 +161,9 @@ def checkpoint_interval(eval_every: int) -> int:
     return min(eval_every, default) if default % eval_every == 0 or eval_every % default == 0 else eval_every
 
 
-def train_command(cfg: ReproduceConfig, dataset: str, data: Path, seed: int, workdir: Path) -> list[str]:
-    """The mqe-train command line of one seed."""
+def train_command(cfg: ReproduceConfig, dataset: str, data: Path, seed: int, workdir: Path,
+                  num_seeds: int = 1) -> list[str]:
+    """The mqe-train command line of one run (seeds seed .. seed + num_seeds - 1)."""
     overrides = ([f"alpha={paper_alpha(dataset)}"] if cfg.agent == "mqe" else []) + list(cfg.set)
     command = [sys.executable, "-m", "mqe_model.train", "--agent", cfg.agent, "--preset", cfg.preset,
                "--data", str(data), "--workdir", str(workdir), "--steps", str(cfg.steps), "--seed", str(seed),
@@ -165,33 +172,36 @@ def train_command(cfg: ReproduceConfig, dataset: str, data: Path, seed: int, wor
                "--log-every", str(min(1000, cfg.steps)),
                "--save-every", str(min(checkpoint_interval(cfg.eval_every), cfg.steps)),
                "--overwrite" if cfg.overwrite else "--resume"]
+    command += ["--num-seeds", str(num_seeds)] if num_seeds > 1 else []
     command += ["--set", *overrides] if overrides else []
     return command + ([] if cfg.progress else ["--no-progress"])
 
 
-def read_evaluations(workdir: Path) -> list[dict[str, Any]]:
-    """The run's evaluation rows from metrics.jsonl, one per step (latest wins), by step."""
+def read_evaluations(workdir: Path, key: str = "eval/success") -> list[dict[str, Any]]:
+    """The run's evaluation rows (those with `key`) from metrics.jsonl, one per step (latest wins), by step."""
     from mqe_model.metrics import METRICS_FILE
 
     rows: dict[int, dict[str, Any]] = {}
     path = workdir / METRICS_FILE
     for line in path.read_text().splitlines() if path.is_file() else []:
         row = json.loads(line)
-        if "eval/success" in row:
+        if key in row:
             rows[int(row["step"])] = row
     return [rows[step] for step in sorted(rows)]
 
 
-def seed_score(evaluations: list[dict[str, Any]]) -> float:
+def seed_score(evaluations: list[dict[str, Any]], key: str = "eval/success") -> float:
     """OGBench's score of one run: mean success over its last 3 evaluations."""
-    return float(np.mean([row["eval/success"] for row in evaluations[-SCORED_EVALUATIONS:]]))
+    return float(np.mean([row[key] for row in evaluations[-SCORED_EVALUATIONS:]]))
 
 
-def run_seed(cfg: ReproduceConfig, dataset: str, data: Path, seed: int) -> dict[str, Any]:
-    """Train and evaluate one seed in a subprocess; its score and evaluation history."""
-    workdir = cfg.runs_dir / dataset / cfg.agent / f"seed{seed}"
-    command = train_command(cfg, dataset, data, seed, workdir)
-    logger.info("seed %d: %s", seed, shlex.join(command))
+def train_run(cfg: ReproduceConfig, dataset: str, data: Path, seeds: list[int]) -> list[dict[str, Any]]:
+    """Train and evaluate `seeds` (one seed, or consecutive seeds vmapped) in one mqe-train subprocess;
+    each seed's score and evaluation history."""
+    name = f"seed{seeds[0]}" if len(seeds) == 1 else f"seeds{seeds[0]}-{seeds[-1]}"
+    workdir = cfg.runs_dir / dataset / cfg.agent / name
+    command = train_command(cfg, dataset, data, seeds[0], workdir, len(seeds))
+    logger.info("%s: %s", name, shlex.join(command))
     resumed = not cfg.overwrite and (workdir / "checkpoints").is_dir()
     package_root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
@@ -199,20 +209,25 @@ def run_seed(cfg: ReproduceConfig, dataset: str, data: Path, seed: int) -> dict[
     result = subprocess.run(command, env=env, check=False)
     seconds = time.perf_counter() - start
     if result.returncode != 0:
-        raise ReproduceError(f"seed {seed}: mqe-train exited with {result.returncode}; its output above says why "
+        raise ReproduceError(f"{name}: mqe-train exited with {result.returncode}; its output above says why "
                              f"(re-run this command to resume: {shlex.join(command)})")
-    evaluations = read_evaluations(workdir)
-    if not evaluations or evaluations[-1]["step"] != cfg.steps:
-        raise ReproduceError(f"{workdir}: metrics.jsonl has no evaluation at step {cfg.steps}; "
-                             "the run did not finish its final evaluation")
-    if len(evaluations) < SCORED_EVALUATIONS:
-        logger.warning("seed %d: only %d evaluation(s); the score averages fewer than %d", seed,
-                       len(evaluations), SCORED_EVALUATIONS)
-    # A resumed run's seconds cover this invocation only (a finished run is just re-scored).
-    return {"seed": seed, "workdir": str(workdir), "command": shlex.join(command), "seconds": round(seconds, 1),
-            "resumed": resumed,
-            "score": seed_score(evaluations),
-            "evaluations": [{"step": row["step"], "success": row["eval/success"]} for row in evaluations]}
+    runs = []
+    for index, seed in enumerate(seeds):
+        key = "eval/success" if len(seeds) == 1 else f"eval/seed{index}_success"
+        evaluations = read_evaluations(workdir, key)
+        if not evaluations or evaluations[-1]["step"] != cfg.steps:
+            raise ReproduceError(f"{workdir}: metrics.jsonl has no evaluation at step {cfg.steps}; "
+                                 "the run did not finish its final evaluation")
+        if len(evaluations) < SCORED_EVALUATIONS:
+            logger.warning("seed %d: only %d evaluation(s); the score averages fewer than %d", seed,
+                           len(evaluations), SCORED_EVALUATIONS)
+        # A resumed run's seconds cover this invocation only (a finished run is just re-scored); a vmapped
+        # run's seconds are shared by its seeds.
+        runs.append({"seed": seed, "workdir": str(workdir), "command": shlex.join(command),
+                     "seconds": round(seconds, 1), "resumed": resumed, "vmapped_with": len(seeds),
+                     "score": seed_score(evaluations, key),
+                     "evaluations": [{"step": row["step"], "success": row[key]} for row in evaluations]})
+    return runs
 
 
 def summarize(cfg: ReproduceConfig, dataset: str, data: Path, generated_by: str | None,
@@ -226,7 +241,7 @@ def summarize(cfg: ReproduceConfig, dataset: str, data: Path, generated_by: str 
     return {
         "dataset": dataset, "agent": cfg.agent, "preset": cfg.preset,
         "alpha": paper_alpha(dataset) if cfg.agent == "mqe" else None, "overrides": list(cfg.set),
-        "steps": cfg.steps, "seeds": list(cfg.seeds),
+        "steps": cfg.steps, "seeds": list(cfg.seeds), "vmap_seeds": cfg.vmap_seeds,
         "success_mean": float(scores.mean()), "success_sem": sem, "success_per_seed": scores.tolist(),
         "paper": {"mean": paper[0], "sem": paper[1]} if paper else None,
         "protocol": {"tasks": 5, "episodes_per_task": cfg.eval_episodes, "eval_every": cfg.eval_every,
@@ -243,6 +258,8 @@ def markdown_row(row: dict[str, Any]) -> str:
     settings = row["data"]["settings"] or {}
     seconds = row["seconds_per_run"]
     duration = f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
+    if row.get("vmap_seeds") and len(row["seeds"]) > 1:
+        duration += f" ({len(row['seeds'])} seeds at once)"
     return (f"| {row['dataset']} | {row['agent']} | {row['success_mean']:.1f}{sem} | {paper} | "
             f"{len(row['seeds'])} | {row['steps']} | {settings.get('mujoco_version', 'official file')} | "
             f"{duration} |")
@@ -266,7 +283,8 @@ def reproduce(cfg: ReproduceConfig) -> dict[str, Any]:
     except EvaluationUnavailable as e:
         raise ReproduceError(str(e)) from None
     data, generated_by = ensure_data(cfg, dataset)
-    runs = [run_seed(cfg, dataset, data, seed) for seed in cfg.seeds]
+    groups = [list(cfg.seeds)] if cfg.vmap_seeds else [[seed] for seed in cfg.seeds]
+    runs = [run for seeds in groups for run in train_run(cfg, dataset, data, seeds)]
     row = summarize(cfg, dataset, data, generated_by, runs)
     out = cfg.out or cfg.runs_dir / dataset / cfg.agent
     out.parent.mkdir(parents=True, exist_ok=True)

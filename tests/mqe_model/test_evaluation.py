@@ -23,3 +23,18 @@ def test_training_with_evaluation_logs_success_rates():
     evals = [x for x in lines if "eval/success" in x]
     assert len(evals) == 1 and evals[0]["step"] == 10
     assert all(0 <= evals[0][f"eval/task{i}_success"] <= 1 for i in range(1, 6))
+
+
+def test_each_vmapped_seed_is_evaluated():
+    import json
+
+    data = write_state_npz(TMP / "maze2.npz", episodes=4, length=20, obs_dim=2, action_dim=2)
+    workdir = TMP / "eval-run-seeds"
+    args = run_args(workdir, data, "gcbc", 10, "--num-seeds", "2", "--eval-env", "pointmaze-medium-navigate-v0",
+                    "--eval-every", "10", "--eval-episodes", "2", "--eval-workers", "2")
+    assert train.main(args) == 0
+    (row,) = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines() if "eval/success" in x]
+    seeds = [row["eval/seed0_success"], row["eval/seed1_success"]]
+    assert all(0 <= s <= 1 for s in seeds) and row["eval/success"] == pytest.approx(sum(seeds) / 2)
+    tasks = [row[f"eval/task{i}_success"] for i in range(1, 6)]
+    assert row["eval/success"] == pytest.approx(sum(tasks) / 5)

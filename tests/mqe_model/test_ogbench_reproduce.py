@@ -62,3 +62,23 @@ def test_repeated_seeds_are_refused():
     with pytest.raises(SystemExit) as exit_info:
         reproduce.main(["scene-play", "--seeds", "0", "0"])
     assert exit_info.value.code == 2
+
+
+def test_vmapped_seeds_are_one_run_scored_seed_by_seed(tmp_path):
+    args = ["pointmaze-medium-navigate", "--preset", "tiny", "--steps", "10", "--eval-every", "10",
+            "--eval-episodes", "1", "--eval-workers", "2", "--data-dir", str(tmp_path / "data"),
+            "--runs-dir", str(tmp_path / "runs"), "--no-progress", "--data-episodes", "3", "--data-length", "50",
+            "--agent", "gcbc", "--seeds", "3", "4", "--vmap-seeds"]
+    assert reproduce.main(args) == 0
+    row = json.loads((tmp_path / "runs" / "pointmaze-medium-navigate-v0" / "gcbc.json").read_text())
+    assert row["seeds"] == [3, 4] and row["vmap_seeds"] and [r["seed"] for r in row["runs"]] == [3, 4]
+    assert {r["workdir"] for r in row["runs"]} == {str(tmp_path / "runs" / "pointmaze-medium-navigate-v0" / "gcbc" / "seeds3-4")}
+    assert all("--num-seeds 2" in r["command"] and "--seed 3" in r["command"] for r in row["runs"])
+    assert all(len(r["evaluations"]) == 1 and 0 <= r["score"] <= 1 for r in row["runs"])
+    assert row["success_mean"] == pytest.approx(100 * (row["runs"][0]["score"] + row["runs"][1]["score"]) / 2)
+
+
+def test_vmapped_seeds_must_be_consecutive():
+    with pytest.raises(SystemExit) as exit_info:
+        reproduce.main(["scene-play", "--seeds", "0", "2", "--vmap-seeds"])
+    assert exit_info.value.code == 2
