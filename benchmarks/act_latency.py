@@ -12,9 +12,9 @@ encoding of one goal (done once per goal by `POST /v1/goals`).
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,6 +23,8 @@ import jax
 import numpy as np
 import tyro
 
+from benchmarks.kernels import kernel_profile
+
 
 @dataclasses.dataclass(frozen=True)
 class Args:
@@ -30,35 +32,14 @@ class Args:
 
     checkpoint: Path | None = None  # a checkpoint; None: a random one of --preset
     preset: str = "bridge"  # MQE preset of the random checkpoint
-    image_size: int = 128  # image size of the random checkpoint
+    set: tuple[str, ...] = ()  # config overrides of the random checkpoint, e.g. encoder=impala_tiny
+    image_size: int = 128  # image size of the random checkpoint; 0 for a state policy
     batch: int = 1  # batch size (compiled bucket) to time
     runs: int = 200  # back-to-back calls timed
     hz: float = 5.0  # rate of the paced calls
     paced_runs: int = 20  # paced calls timed
     profile_calls: int = 20  # acts in the profiler trace (GPU only; 0: no trace)
     top: int = 12  # kernels listed
-
-
-def kernel_profile(call, calls: int) -> tuple[float, float, list[tuple[str, float, float]]]:
-    """(kernel us per call, launches per call, [(name, us per call, launches per call)]) from a trace."""
-    with tempfile.TemporaryDirectory() as logdir:
-        with jax.profiler.trace(logdir):
-            for _ in range(calls):
-                call()
-        data = jax.profiler.ProfileData.from_file(str(next(Path(logdir).rglob("*.xplane.pb"))))
-    totals: dict[str, float] = collections.defaultdict(float)
-    counts: collections.Counter = collections.Counter()
-    for plane in data.planes:
-        if not plane.name.startswith("/device:GPU"):
-            continue
-        for line in plane.lines:
-            if "stream" in line.name.lower():
-                for event in line.events:
-                    totals[event.name] += event.duration_ns
-                    counts[event.name] += 1
-    rows = sorted(((name, ns / calls / 1e3, counts[name] / calls) for name, ns in totals.items()),
-                  key=lambda row: -row[1])
-    return sum(totals.values()) / calls / 1e3, sum(counts.values()) / calls, rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,8 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     if checkpoint is None:
         from server.random_checkpoint import write_random_checkpoint
 
-        checkpoint = write_random_checkpoint(Path(tempfile.mkdtemp(prefix="act-bench-")), "mqe", args.preset,
-                                             (), args.image_size)
+        try:
+            checkpoint = write_random_checkpoint(Path(tempfile.mkdtemp(prefix="act-bench-")), "mqe", args.preset,
+                                                 args.set, args.image_size or None)
+        except ValueError as e:
+            print(f"act_latency: error: {e}", file=sys.stderr)
+            return 2
     runtime = PolicyRuntime.load(checkpoint, buckets=(args.batch,))
     shape, dtype = runtime.policy.observation_shape, runtime.observation_dtype
     rng = np.random.default_rng(0)

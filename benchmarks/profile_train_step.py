@@ -8,15 +8,13 @@ kernel launches per update, so that an optimisation can be aimed at what dominat
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import tempfile
-from pathlib import Path
 
 import jax
 import numpy as np
 import tyro
 
+from benchmarks.kernels import kernel_profile
 from benchmarks.train_step import BenchConfig, random_batches
 from mqe_model.agents import mqe
 
@@ -51,30 +49,17 @@ def main(cfg: ProfileConfig) -> None:
     for _ in range(3):
         state, info = step(state, batches)
     jax.block_until_ready(info)
-    with tempfile.TemporaryDirectory() as logdir:
-        with jax.profiler.trace(logdir):
-            for _ in range(3):
-                state, info = step(state, batches)
-            jax.block_until_ready(info)
-        trace = next(Path(logdir).rglob("*.xplane.pb"))
-        data = jax.profiler.ProfileData.from_file(str(trace))
-    totals: dict[str, float] = collections.defaultdict(float)
-    counts: collections.Counter = collections.Counter()
-    for plane in data.planes:
-        if not plane.name.startswith("/device:GPU"):
-            continue
-        for line in plane.lines:
-            if "Stream" not in line.name and "stream" not in line.name:
-                continue
-            for event in line.events:
-                totals[event.name] += event.duration_ns
-                counts[event.name] += 1
-    updates = 3 * cfg.scan
-    total = sum(totals.values())
-    print(f"device {jax.devices()[0].device_kind}: {total / updates / 1e3:.1f} us of kernels per update, "
-          f"{sum(counts.values()) / updates:.0f} kernel launches per update")
-    for name, ns in sorted(totals.items(), key=lambda kv: -kv[1])[: cfg.top]:
-        print(f"{ns / updates / 1e3:9.1f} us {100 * ns / total:5.1f}%  x{counts[name] / updates:4.1f}  {name[:90]}")
+
+    def dispatch() -> None:
+        nonlocal state
+        state, info = step(state, batches)
+        jax.block_until_ready(info)
+
+    kernel_us, launches, rows = kernel_profile(dispatch, 3)
+    print(f"device {jax.devices()[0].device_kind}: {kernel_us / cfg.scan:.1f} us of kernels per update, "
+          f"{launches / cfg.scan:.0f} kernel launches per update")
+    for name, us, count in rows[: cfg.top]:
+        print(f"{us / cfg.scan:9.1f} us {100 * us / kernel_us:5.1f}%  x{count / cfg.scan:4.1f}  {name[:90]}")
 
 
 if __name__ == "__main__":

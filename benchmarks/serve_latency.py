@@ -171,7 +171,11 @@ def main(argv: list[str] | None = None) -> int:
         from server.random_checkpoint import write_random_checkpoint
 
         workdir = Path(tempfile.mkdtemp(prefix="serve-bench-"))
-        checkpoint = write_random_checkpoint(workdir, "mqe", args.preset, args.set, args.image_size)
+        try:
+            checkpoint = write_random_checkpoint(workdir, "mqe", args.preset, args.set, args.image_size)
+        except ValueError as e:
+            print(f"serve_latency: error: {e}", file=sys.stderr)
+            return 2
     from mqe_model.checkpoints import read_metadata, resolve_step_dir
 
     image = read_metadata(resolve_step_dir(checkpoint))["image"]

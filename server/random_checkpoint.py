@@ -35,6 +35,9 @@ def write_random_checkpoint(workdir: Path, agent: str = "mqe", preset: str = "br
 
     spec = registry.spec(agent)
     config = registry.apply_overrides(spec.get_config(preset), overrides)
+    if image_size is not None and config.encoder is None:
+        raise ValueError(f"preset {preset!r} of {agent} has no image encoder: write a state policy "
+                         "(image size 0) or add an encoder, e.g. --set encoder=impala_tiny")
     if image_size is None:
         obs = np.zeros((2, state_dim), np.float32)
         image = None
@@ -83,8 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     import tyro
 
     args = tyro.cli(RandomCheckpointArgs, args=argv)
-    path = write_random_checkpoint(args.out, args.agent, args.preset, args.set,
-                                   args.image_size or None, args.state_dim, args.action_dim)
+    try:
+        path = write_random_checkpoint(args.out, args.agent, args.preset, args.set,
+                                       args.image_size or None, args.state_dim, args.action_dim)
+    except ValueError as e:
+        print(f"random_checkpoint: error: {e}", file=sys.stderr)
+        return 2
     print(path)
     return 0
 
