@@ -79,7 +79,8 @@ def directory_bytes(path: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit code (2 for bad input)."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # force: importing orbax installs a root handler, which would make basicConfig a no-op.
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", force=True)
     logging.getLogger("absl").setLevel(logging.ERROR)
     cfg = tyro.cli(ExportConfig, args=argv)
     try:

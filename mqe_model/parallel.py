@@ -24,14 +24,38 @@ DISTRIBUTED_ENV = ("JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS", "SLURM_JOB_
 
 
 def maybe_initialize_distributed() -> None:
-    """Call `jax.distributed.initialize()` when a cluster environment is detected (multi-host)."""
+    """Call `jax.distributed.initialize()` when a cluster environment is detected (multi-host).
+
+    SLURM, Open MPI and Cloud TPU describe the job themselves. Anywhere else, set on every host
+    JAX_COORDINATOR_ADDRESS (host:port of process 0), JAX_NUM_PROCESSES and JAX_PROCESS_ID
+    (0 .. JAX_NUM_PROCESSES - 1); a ValueError says which one is missing or wrong.
+    """
     found = [name for name in DISTRIBUTED_ENV if os.environ.get(name)]
     if not found or os.environ.get("MQE_NO_DISTRIBUTED"):
         return
     if found == ["SLURM_JOB_ID"] and int(os.environ.get("SLURM_NTASKS", "1")) <= 1:
         return  # a single-task SLURM job is one host; nothing to coordinate
     logger.info("initializing jax.distributed (found %s)", ", ".join(found))
-    jax.distributed.initialize()
+    address = os.environ.get("JAX_COORDINATOR_ADDRESS") or os.environ.get("COORDINATOR_ADDRESS")
+    if address and not {"SLURM_JOB_ID", "OMPI_COMM_WORLD_SIZE", "TPU_WORKER_HOSTNAMES"} & set(found):
+        jax.distributed.initialize(address, *_process_count_and_id())
+    else:
+        jax.distributed.initialize()
+
+
+def _process_count_and_id() -> tuple[int, int]:
+    values = {}
+    for name in ("JAX_NUM_PROCESSES", "JAX_PROCESS_ID"):
+        text = os.environ.get(name, "")
+        if not text.strip().isdigit():
+            raise ValueError(f"JAX_COORDINATOR_ADDRESS is set, so {name} must be too (a whole number), "
+                             f"not {text!r}: set JAX_NUM_PROCESSES to the number of hosts and "
+                             "JAX_PROCESS_ID to 0, 1, ... on each")
+        values[name] = int(text)
+    count, index = values["JAX_NUM_PROCESSES"], values["JAX_PROCESS_ID"]
+    if count < 1 or index >= count:
+        raise ValueError(f"JAX_PROCESS_ID={index} must be below JAX_NUM_PROCESSES={count}")
+    return count, index
 
 
 def replicated_in_mesh(x: jax.Array) -> jax.Array:

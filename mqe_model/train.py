@@ -299,11 +299,15 @@ def train(cfg: TrainConfig, setup: RunSetup) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit code (2 for bad input)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # force: importing orbax installs a root handler, which would make basicConfig a no-op.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     logging.getLogger("absl").setLevel(logging.WARNING)
     try:
         cfg = tyro.cli(TrainConfig, args=argv)
-        maybe_initialize_distributed()
+        try:
+            maybe_initialize_distributed()
+        except ValueError as e:
+            raise RunError(str(e)) from None
         setup = prepare_run(cfg)
         train(cfg, setup)
     except (RunError, DatasetError, CheckpointError, EvaluationUnavailable) as e:

@@ -247,7 +247,8 @@ def generate(cfg: GenerateConfig) -> dict[str, Path]:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit code (2 for bad input)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # force: importing orbax installs a root handler, which would make basicConfig a no-op.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     try:
         generate(tyro.cli(GenerateConfig, args=argv))
     except GenerateError as e:

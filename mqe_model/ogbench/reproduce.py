@@ -298,7 +298,8 @@ def reproduce(cfg: ReproduceConfig) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit code (2 for bad input or a failed run)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # force: importing orbax installs a root handler, which would make basicConfig a no-op.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     try:
         reproduce(tyro.cli(ReproduceConfig, args=argv))
     except (ReproduceError, generate.GenerateError) as e:

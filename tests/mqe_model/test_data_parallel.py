@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import jax
+import numpy as np
 from train_helpers import TMP, state_npz
 
 SCRIPT = """
@@ -85,3 +88,59 @@ def test_pairwise_gathers_the_other_side_once_per_pass():
     assert result.returncode == 0, result.stderr[-3000:]
     gathers = int(result.stdout.split("all-gathers")[-1])
     assert 1 <= gathers <= 2, result.stdout
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_train_one_run_through_jax_distributed():
+    """Multi-host as a cluster runs it: the same mqe-train command in 2 processes (1 CPU device each,
+    gloo collectives), coordinated by the JAX_* variables; one run, written once."""
+    workdir = TMP / "multi-process"
+    port = free_port()
+    processes = []
+    for index in range(2):
+        env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_CPU_COLLECTIVES_IMPLEMENTATION="gloo",
+                   JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(index),
+                   PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+        env.pop("XLA_FLAGS", None)
+        args = ["--agent", "mqe", "--preset", "tiny", "--data", str(state_npz()), "--workdir", str(workdir),
+                "--steps", "20", "--updates-per-dispatch", "10", "--log-every", "10", "--save-every", "10",
+                "--no-progress", "--data-workers", "1"]
+        processes.append(subprocess.Popen([sys.executable, "-m", "mqe_model.train", *args], env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = []
+    try:
+        for process in processes:
+            outputs.append(process.communicate(timeout=240))
+    finally:
+        for process in processes:
+            process.kill()
+    for process, (_, err) in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, err[-3000:]
+    assert "on 2 device(s)" in outputs[0][1]  # the global mesh spans both processes
+    lines = (workdir / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["step"] for x in lines] == [10, 20]  # process 0 alone writes metrics
+    from mqe_model.policy import load_policy
+
+    policy = load_policy(workdir)
+    assert policy.step == 20
+    assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree_util.tree_leaves(policy.params))
+
+
+def test_a_coordinator_without_a_process_count_is_one_line_and_exit_2():
+    env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_COORDINATOR_ADDRESS="127.0.0.1:1", JAX_PROCESS_ID="0",
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    env.pop("JAX_NUM_PROCESSES", None)
+    result = subprocess.run([sys.executable, "-m", "mqe_model.train", "--agent", "mqe", "--preset", "tiny",
+                             "--data", str(state_npz()), "--workdir", str(TMP / "no-count")], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    error = [line for line in result.stderr.splitlines() if line.startswith("mqe-train: error:")]
+    assert len(error) == 1 and "JAX_NUM_PROCESSES" in error[0]
+    assert not (TMP / "no-count").exists()
