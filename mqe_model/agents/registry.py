@@ -29,6 +29,7 @@ ActFn = Callable[[Any, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
 # encode_goals(params, goals) -> goal codes: what the act function needs of each goal, computed once
 GoalFn = Callable[[Any, jax.Array], jax.Array]
 
+
 @dataclasses.dataclass(frozen=True)
 class AgentSpec:
     """What the pipeline needs to know about one agent."""
