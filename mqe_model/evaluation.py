@@ -56,17 +56,15 @@ def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metada
     environment runs them in turn. Either way episode `i` is seeded alike, so the results agree.
     """
     import jax
-    import jax.numpy as jnp
 
     from mqe_model.agents import registry
     from mqe_model.data.images import preprocess_image
     from mqe_model.data.normalization import ActionStats
+    from mqe_model.policy import inference_fns
 
     config = registry.config_from_json(agent, metadata["config"])
-    stats = ActionStats.from_json(metadata["action_stats"])
-    encode_goals, act = registry.make_goal_and_act_fns(agent, config, stats.dim)
-    center, half = (jnp.asarray(x) for x in stats.center_and_half_range())
-    policy = jax.jit(lambda p, o, codes: center + half * act(p, o, codes)[0])
+    encode_goals, act = inference_fns(agent, config, ActionStats.from_json(metadata["action_stats"]))
+    policy = jax.jit(lambda p, o, codes: act(p, o, codes)[0])
     encode = jax.jit(encode_goals)
     image = metadata.get("image")
     prepare = (lambda x: np.asarray(x, np.float32)) if image is None else (  # noqa: E731

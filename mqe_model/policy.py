@@ -82,6 +82,20 @@ class Policy:
         return int(self.metadata["step"])
 
 
+def inference_fns(agent: str, config: Any, stats: ActionStats) -> tuple[registry.GoalFn, registry.ActFn]:
+    """`goal_fn(params, goals) -> codes` and `act_coded_fn(params, observations, codes) ->
+    (actions in robot units, distance in steps or NaN)`: the agent's inference functions with the
+    checkpoint's un-normalization applied."""
+    goal_fn, normalized_act = registry.make_goal_and_act_fns(agent, config, stats.dim)
+    center, half = (jnp.asarray(x) for x in stats.center_and_half_range())
+
+    def act_coded_fn(params: Any, observations: jax.Array, codes: jax.Array) -> tuple[jax.Array, jax.Array]:
+        actions, distance = normalized_act(params, observations, codes)
+        return center + half * jnp.clip(actions, -1.0, 1.0), distance
+
+    return goal_fn, act_coded_fn
+
+
 def load_policy(checkpoint_dir: str | Path, seed_index: int = 0) -> Policy:
     """Load `<workdir>/checkpoints/<step>`, or the latest step of a checkpoints root or workdir."""
     step_dir = checkpoints.resolve_step_dir(checkpoint_dir)
@@ -100,12 +114,7 @@ def load_policy(checkpoint_dir: str | Path, seed_index: int = 0) -> Policy:
             raise CheckpointError(f"{step_dir}: seed_index {seed_index} outside 0..{num_seeds - 1}")
         params = jax.tree_util.tree_map(lambda x: x[seed_index], params)
     params = jax.tree_util.tree_map(jnp.asarray, params)
-    goal_fn, normalized_act = registry.make_goal_and_act_fns(name, config, stats.dim)
-    center, half = (jnp.asarray(x) for x in stats.center_and_half_range())
-
-    def act_coded_fn(params: Any, observations: jax.Array, codes: jax.Array) -> tuple[jax.Array, jax.Array]:
-        actions, distance = normalized_act(params, observations, codes)
-        return center + half * jnp.clip(actions, -1.0, 1.0), distance
+    goal_fn, act_coded_fn = inference_fns(name, config, stats)
 
     def act_fn(params: Any, observations: jax.Array, goals: jax.Array) -> tuple[jax.Array, jax.Array]:
         return act_coded_fn(params, observations, goal_fn(params, goals))

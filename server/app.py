@@ -362,7 +362,6 @@ class RequestCounter:
             await self.app(scope, receive, send)
             return
         endpoint = scope["path"] if scope["path"] in KNOWN_PATHS else "other"
-
         started = False
 
         async def send_counted(message: dict) -> None:

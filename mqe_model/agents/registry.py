@@ -112,12 +112,6 @@ def _actor_goal_shape(observations: jax.Array, config: Any) -> tuple[int, ...]:
     return observations.shape[1:] if config.encoder is None else (-1,)
 
 
-def make_act_fn(name: str, config: Any, action_dim: int) -> ActFn:
-    """Pure inference function on raw goals: `act(params, observations, goals)`."""
-    encode_goals, act_coded = make_goal_and_act_fns(name, config, action_dim)
-    return lambda params, observations, goals: act_coded(params, observations, encode_goals(params, goals))
-
-
 def config_to_json(config: Any) -> dict[str, Any]:
     """An agent config as a JSON-ready dict (tuples become lists)."""
     return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
