@@ -19,7 +19,6 @@ import dataclasses
 import math
 import multiprocessing
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 import tyro
+
+from server.demo import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -52,13 +53,6 @@ class Args:
     compilation_cache: Path = Path("~/.cache/mqe-deploy/jax")  # shared with mqe-serve
     port: int = 0  # loopback port of the server; 0 picks a free one
     drivers: int = 0  # processes the robots are spread over; 0: one per 12 robots, at most cores - 2
-
-
-def free_port() -> int:
-    """A TCP port free on loopback now (so we never measure somebody else's server)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def percentile(values: list[float], q: float) -> float:

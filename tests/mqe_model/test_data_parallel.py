@@ -12,6 +12,8 @@ import jax
 import numpy as np
 from train_helpers import TMP, state_npz
 
+from server.demo import free_port
+
 SCRIPT = """
 import sys, jax, numpy as np
 from mqe_model import train
@@ -88,14 +90,6 @@ def test_pairwise_gathers_the_other_side_once_per_pass():
     assert result.returncode == 0, result.stderr[-3000:]
     gathers = int(result.stdout.split("all-gathers")[-1])
     assert 1 <= gathers <= 2, result.stdout
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_two_processes_train_one_run_through_jax_distributed():
