@@ -50,9 +50,9 @@ def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metada
                   params: Any, seed: int) -> dict[str, float]:
     """Success rate and mean episode length of the policy on one task (runs in a worker).
 
-    Where environments are cheap to make (pointmaze: ~10 ms), the task's episodes run side by side,
+    Where environments are cheap to make (pointmaze: 10 ms), the task's episodes run side by side,
     one environment each, so each step is one batched policy call; where they are not (the
-    manipulation scenes take ~1 s each, and their physics step costs ten times the policy), one
+    manipulation scenes take ~0.8 s each, and their physics step costs ten times the policy), one
     environment runs them in turn. Either way episode `i` is seeded alike, so the results agree.
     """
     import jax
