@@ -26,9 +26,20 @@ class EvaluationUnavailable(RuntimeError):
     """OGBench or the requested environment cannot be used here; the message says what to install."""
 
 
-def _init_worker() -> None:
-    # Evaluation must not take the training GPU: pin this process's JAX to the CPU before first use.
+SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+
+
+def init_worker(single_thread: bool = True) -> None:
+    """Set up an evaluation process: JAX on the CPU (the training GPU stays free), one thread.
+
+    A worker's policy is a small network on a few observations; XLA's default thread pool (one thread
+    per core) gains nothing there, and with dozens of workers beside the training processes the pools'
+    threads fight over the cores (`benchmarks/ogbench_eval.py --workers N` measures both).
+    """
     os.environ["JAX_PLATFORMS"] = "cpu"
+    if single_thread:
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {SINGLE_THREAD_XLA}".strip()
+        os.environ["OMP_NUM_THREADS"] = "1"
     import jax
 
     jax.config.update("jax_platforms", "cpu")
@@ -107,7 +118,7 @@ class OGBenchEvaluator:
         make_env(env_name)  # fail now, with one line, if OGBench or the environment is missing
         self.env_name, self.episodes, self.seed = env_name, episodes, seed
         self._pool = concurrent.futures.ProcessPoolExecutor(
-            max(1, workers), mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker)
+            max(1, workers), mp_context=multiprocessing.get_context("spawn"), initializer=init_worker)
         self._pending: list[tuple[int, list[list[concurrent.futures.Future]]]] = []
 
     def submit(self, step: int, agent: str, metadata: dict[str, Any], params: Any) -> None:

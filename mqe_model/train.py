@@ -71,6 +71,7 @@ class TrainConfig:
     async_checkpoints: bool = True  # save in the background while training continues
     eval_env: str | None = None  # OGBench environment to evaluate on (needs `ogbench`), e.g. cube-single-play-v0
     eval_every: int = 100_000  # updates between evaluations
+    eval_start: int = 0  # updates before which no evaluation runs (the last step is always evaluated)
     eval_episodes: int = 10  # episodes per task (5 tasks)
     eval_workers: int = 2  # evaluation processes
     tensorboard: bool = False  # also write TensorBoard events to <workdir>/tensorboard (needs tensorboardX)
@@ -84,6 +85,8 @@ class TrainConfig:
             raise RunError(f"{', '.join(bad)}: must be >= 1")
         if self.resume and self.overwrite:
             raise RunError("--resume and --overwrite contradict each other; pass one")
+        if not 0 <= self.eval_start <= self.steps:
+            raise RunError(f"--eval-start {self.eval_start}: must be within [0, --steps {self.steps}]")
         if self.augment_prob is not None and not 0 <= self.augment_prob <= 1:
             raise RunError(f"--augment-prob {self.augment_prob}: must be within [0, 1]")
 
@@ -282,7 +285,7 @@ def train(cfg: TrainConfig, setup: RunSetup) -> Any:
             if last or crosses(chunk_start, chunk_end, cfg.save_every):
                 checkpoints.save(manager, chunk_end, agent, metadata(chunk_end))
             if evaluator is not None:
-                if last or crosses(chunk_start, chunk_end, cfg.eval_every):
+                if last or (chunk_end >= cfg.eval_start and crosses(chunk_start, chunk_end, cfg.eval_every)):
                     evaluator.submit(chunk_end, cfg.agent, metadata(chunk_end), agent.params)
                 for step, result in evaluator.poll():
                     writer.write(step, result)

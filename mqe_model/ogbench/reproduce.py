@@ -88,6 +88,7 @@ class ReproduceConfig:
     preset: str = "ogbench_state"  # agent preset of mqe-train
     set: tuple[str, ...] = ()  # further agent overrides, key=value, applied after the paper's alpha
     eval_every: int = 100_000  # updates between evaluations (the last step is always evaluated)
+    eval_start: int = 0  # updates before the first evaluation (e.g. steps - 2 x eval-every: only the scored 3)
     eval_episodes: int = 50  # episodes per task, 5 tasks (OGBench: 50)
     eval_workers: int = 5  # evaluation processes per run (one per task keeps up with a GPU)
     data: Path | None = None  # dataset .npz to train on; None: <data-dir>/<dataset>.npz, generated if missing
@@ -111,6 +112,8 @@ class ReproduceConfig:
                                  f"not {' '.join(map(str, self.seeds))}")
         if min(self.steps, self.eval_every, self.eval_episodes) < 1:
             raise ReproduceError("--steps, --eval-every and --eval-episodes must be >= 1")
+        if not 0 <= self.eval_start <= self.steps:
+            raise ReproduceError(f"--eval-start {self.eval_start}: must be within [0, --steps {self.steps}]")
 
 
 def check_existing_sizes(settings_path: Path, wanted: generate.DatasetSpec) -> None:
@@ -167,7 +170,7 @@ def train_command(cfg: ReproduceConfig, dataset: str, data: Path, seed: int, wor
     overrides = ([f"alpha={paper_alpha(dataset)}"] if cfg.agent == "mqe" else []) + list(cfg.set)
     command = [sys.executable, "-m", "mqe_model.train", "--agent", cfg.agent, "--preset", cfg.preset,
                "--data", str(data), "--workdir", str(workdir), "--steps", str(cfg.steps), "--seed", str(seed),
-               "--eval-env", dataset, "--eval-every", str(cfg.eval_every),
+               "--eval-env", dataset, "--eval-every", str(cfg.eval_every), "--eval-start", str(cfg.eval_start),
                "--eval-episodes", str(cfg.eval_episodes), "--eval-workers", str(cfg.eval_workers),
                "--log-every", str(min(1000, cfg.steps)),
                "--save-every", str(min(checkpoint_interval(cfg.eval_every), cfg.steps)),
@@ -245,6 +248,7 @@ def summarize(cfg: ReproduceConfig, dataset: str, data: Path, generated_by: str 
         "success_mean": float(scores.mean()), "success_sem": sem, "success_per_seed": scores.tolist(),
         "paper": {"mean": paper[0], "sem": paper[1]} if paper else None,
         "protocol": {"tasks": 5, "episodes_per_task": cfg.eval_episodes, "eval_every": cfg.eval_every,
+                     "eval_start": cfg.eval_start,
                      "scored_evaluations": SCORED_EVALUATIONS, "actions": "deterministic"},
         "data": {"path": str(data), "generated_by": generated_by, "settings": data_settings},
         "seconds_per_run": float(np.mean([run["seconds"] for run in runs])), "runs": runs,

@@ -38,3 +38,28 @@ def test_each_vmapped_seed_is_evaluated():
     assert all(0 <= s <= 1 for s in seeds) and row["eval/success"] == pytest.approx(sum(seeds) / 2)
     tasks = [row[f"eval/task{i}_success"] for i in range(1, 6)]
     assert row["eval/success"] == pytest.approx(sum(tasks) / 5)
+
+
+def test_eval_start_skips_the_early_evaluations():
+    import json
+
+    data = write_state_npz(TMP / "maze3.npz", episodes=4, length=20, obs_dim=2, action_dim=2)
+    workdir = TMP / "eval-run-start"
+    args = run_args(workdir, data, "gcbc", 40, "--eval-env", "pointmaze-medium-navigate-v0", "--eval-every", "10",
+                    "--eval-start", "25", "--save-every", "10", "--eval-episodes", "1", "--eval-workers", "1")
+    assert train.main(args) == 0
+    rows = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in rows if "eval/success" in x] == [30, 40]
+
+
+def test_evaluation_workers_run_jax_on_one_cpu_thread():
+    import concurrent.futures
+    import multiprocessing
+    import os
+
+    from mqe_model.evaluation import SINGLE_THREAD_XLA, init_worker
+
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                                initializer=init_worker) as pool:
+        env = {key: pool.submit(os.getenv, key).result() for key in ("JAX_PLATFORMS", "XLA_FLAGS", "OMP_NUM_THREADS")}
+    assert env["JAX_PLATFORMS"] == "cpu" and SINGLE_THREAD_XLA in env["XLA_FLAGS"] and env["OMP_NUM_THREADS"] == "1"

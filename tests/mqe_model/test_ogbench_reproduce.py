@@ -82,3 +82,9 @@ def test_vmapped_seeds_must_be_consecutive():
     with pytest.raises(SystemExit) as exit_info:
         reproduce.main(["scene-play", "--seeds", "0", "2", "--vmap-seeds"])
     assert exit_info.value.code == 2
+
+
+def test_eval_start_beyond_the_run_is_refused():
+    with pytest.raises(SystemExit) as exit_info:
+        reproduce.main(["scene-play", "--steps", "100", "--eval-start", "200"])
+    assert exit_info.value.code == 2

@@ -119,3 +119,11 @@ def test_several_seeds_at_once():
     a = jax.tree_util.tree_leaves(first.params)[0]
     b = jax.tree_util.tree_leaves(second.params)[0]
     assert a.shape == b.shape and not np.allclose(a, b)
+
+
+def test_eval_start_beyond_the_run_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        train.main(run_args(tmp_path / "run", state_npz(), "gcbc", 10, "--eval-start", "20"))
+    assert exit_info.value.code == 2
+    assert "--eval-start 20: must be within [0, --steps 10]" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
