@@ -87,8 +87,9 @@ def compare_worker_threads(args: Args, metadata: dict, params: object) -> int:
                 initializer=functools.partial(init_worker, single_thread)) as pool:
             list(pool.map(time.sleep, [0.5] * args.workers))  # workers started before the clock runs
             start = time.perf_counter()
-            results = list(pool.map(evaluate_task, *zip(*[
-                (args.env, job % 5 + 1, args.episodes, args.agent, metadata, params, 0) for job in range(jobs)])))
+            futures = [pool.submit(evaluate_task, args.env, job % 5 + 1, args.episodes, args.agent, metadata,
+                                   params, 0) for job in range(jobs)]
+            results = [future.result() for future in futures]
             seconds = time.perf_counter() - start
         steps = sum(r["length"] * args.episodes for r in results)
         rates[single_thread] = steps / seconds
