@@ -1,0 +1,104 @@
+"""`mqe-ogbench-table`: the results table from the rows that `mqe-ogbench-repro` wrote.
+
+    mqe-ogbench-table runs/ogbench                        # Markdown on stdout
+    mqe-ogbench-table docs/results/ogbench-2026-11-26 --out table.md
+
+Reads every `<dir>/<dataset>/<agent>.json` and prints one line per dataset: the updates, then for each
+agent our success % (mean ± standard error over seeds) beside the paper's where it gives one. A
+dataset or agent without a row shows "—". Bad input (no rows, an unreadable row): one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import tyro
+
+from mqe_model.ogbench.reproduce import PAPER_RESULTS
+
+AGENTS = ("mqe", "gciql", "gcbc")
+MISSING = "—"
+
+
+class TableError(ValueError):
+    """The rows cannot be read; the message names the file."""
+
+
+def read_rows(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """Rows by (dataset, agent) from `<root>/<dataset>/<agent>.json`."""
+    if not root.is_dir():
+        raise TableError(f"{root}: no such directory")
+    rows = {}
+    for path in sorted(root.glob("*/*.json")):
+        if path.stem not in AGENTS:
+            continue
+        try:
+            row = json.loads(path.read_text())
+            rows[(row["dataset"], row["agent"])] = row
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise TableError(f"{path}: not a row written by mqe-ogbench-repro ({e})") from None
+    if not rows:
+        raise TableError(f"{root}: no rows (<dataset>/<agent>.json); run mqe-ogbench-repro first")
+    return rows
+
+
+def score(mean: float, sem: float | None) -> str:
+    """'57.3 ± 4.0' (or the mean alone for one seed)."""
+    return f"{mean:.1f}" if sem is None else f"{mean:.1f} ± {sem:.1f}"
+
+
+def updates(steps: set[int]) -> str:
+    """'110k', or '90k-110k' when the dataset's agents trained for different numbers of updates."""
+    labels = [f"{s // 1000}k" if s % 1000 == 0 else str(s) for s in sorted(steps)]
+    return "-".join(labels[:: max(1, len(labels) - 1)])
+
+
+def markdown_table(rows: dict[tuple[str, str], dict[str, Any]]) -> str:
+    """One line per dataset, our and the paper's success for each agent, and the seeds behind ours."""
+    header = ["dataset", "updates", "seeds"]
+    for agent in AGENTS:
+        header += [f"{agent.upper()} (paper)", f"{agent.upper()} (ours)"]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for dataset in sorted({d for d, _ in rows}):
+        mine = [rows[(dataset, a)] for a in AGENTS if (dataset, a) in rows]
+        cells = [dataset.removesuffix("-v0"), updates({r["steps"] for r in mine}),
+                 "/".join(sorted({str(len(r["seeds"])) for r in mine}))]
+        for agent in AGENTS:
+            paper = PAPER_RESULTS.get((agent, dataset))
+            row = rows.get((dataset, agent))
+            cells += [score(*paper) if paper else MISSING,
+                      score(row["success_mean"], row["success_sem"]) if row else MISSING]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+@dataclasses.dataclass(frozen=True)
+class TableConfig:
+    """Print the OGBench results table from mqe-ogbench-repro's rows."""
+
+    # directory holding <dataset>/<agent>.json (mqe-ogbench-repro's --runs-dir)
+    rows_dir: Annotated[Path, tyro.conf.Positional, tyro.conf.arg(metavar="ROWS_DIR")]
+    out: Path | None = None  # write the table here instead of stdout
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point; returns the exit code (2 for bad input)."""
+    cfg = tyro.cli(TableConfig, args=argv)
+    try:
+        table = markdown_table(read_rows(cfg.rows_dir))
+    except TableError as e:
+        print(f"mqe-ogbench-table: error: {e}", file=sys.stderr)
+        return 2
+    if cfg.out is None:
+        sys.stdout.write(table)
+    else:
+        cfg.out.write_text(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
