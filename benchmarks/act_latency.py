@@ -7,7 +7,10 @@ Times `PolicyRuntime`'s own executable for one batch size (numpy inputs, as the 
 goal codes from `encode_goal`), called back to back and called at `--hz` with the device idle in
 between (as one robot at 5 Hz does), and, on a GPU, reads a JAX profiler trace of `--profile-calls`
 acts: device time of the kernels, number of launches, and the largest kernels. Also times the
-encoding of one goal (done once per goal by `POST /v1/goals`).
+encoding of one goal (done once per goal by `POST /v1/goals`). For an image MQE policy it measures
+both serving layouts, the actor's and the critic's encoders run separately (the server's default)
+and stacked into one vmapped network (`PolicyRuntime.load(..., stack_encoders=True)`), and prints
+their ratio.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import jax
 import numpy as np
@@ -57,7 +61,38 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             print(f"act_latency: error: {e}", file=sys.stderr)
             return 2
-    runtime = PolicyRuntime.load(checkpoint, buckets=(args.batch,))
+    from mqe_model.agents.mqe import STACKED_ENCODERS
+
+    device, baseline = jax.devices()[0], None
+    for stack in (False, True):
+        runtime = PolicyRuntime.load(checkpoint, buckets=(args.batch,), stack_encoders=stack)
+        if stack and STACKED_ENCODERS not in runtime._params:
+            break  # not an image MQE policy: one layout only
+        figures = measure(runtime, args)
+        label = "stacked encoders" if stack else "separate encoders"
+        if not stack:
+            print(f"{runtime.policy.agent_name} checkpoint {checkpoint}, batch {args.batch}, on {device.device_kind} "
+                  f"({device.platform}), jax {jax.__version__}")
+        print(f"[{label}] goal encoding (once per goal): p50 {figures['goal']:.3f} ms")
+        print(f"[{label}] act back to back: p50 {figures['back_to_back']:.3f} ms, p10 {figures['p10']:.3f} ms "
+              f"({args.runs} calls)")
+        print(f"[{label}] act at {args.hz:g} Hz (device idle in between): p50 {figures['paced']:.3f} ms, "
+              f"ratio to back to back {figures['paced'] / figures['back_to_back']:.2f}")
+        if device.platform == "gpu" and args.profile_calls:
+            kernel_us, launches, rows = kernel_profile(figures["call"], args.profile_calls)
+            print(f"[{label}] kernels per act: {kernel_us:.1f} us of device time in {launches:.0f} launches "
+                  f"({kernel_us / 1e3 / figures['back_to_back']:.0%} of the back-to-back time)")
+            for name, us, count in rows[:args.top]:
+                print(f"{us:9.1f} us {100 * us / kernel_us:5.1f}%  x{count:5.1f}  {name[:80]}")
+        if baseline is not None:
+            print(f"stacked / separate: back to back {figures['back_to_back'] / baseline['back_to_back']:.2f}x, "
+                  f"at {args.hz:g} Hz {figures['paced'] / baseline['paced']:.2f}x")
+        baseline = figures
+    return 0
+
+
+def measure(runtime: Any, args: Args) -> dict[str, Any]:
+    """Goal encoding, back-to-back and paced act times (ms) of one runtime, and its act call."""
     shape, dtype = runtime.policy.observation_shape, runtime.observation_dtype
     rng = np.random.default_rng(0)
     sample = (lambda n: rng.integers(0, 256, (n, *shape), dtype=np.uint8)) if dtype == np.uint8 else (
@@ -87,21 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         call()
         paced.append((time.perf_counter() - start) * 1e3)
-    device = jax.devices()[0]
-    print(f"{runtime.policy.agent_name} checkpoint {checkpoint}, batch {args.batch}, on {device.device_kind} "
-          f"({device.platform}), jax {jax.__version__}")
-    print(f"goal encoding (once per goal): p50 {statistics.median(goal_times[1:]):.3f} ms")
-    print(f"act back to back: p50 {statistics.median(back_to_back):.3f} ms, "
-          f"p10 {np.percentile(back_to_back, 10):.3f} ms ({args.runs} calls)")
-    print(f"act at {args.hz:g} Hz (device idle in between): p50 {statistics.median(paced):.3f} ms, "
-          f"ratio to back to back {statistics.median(paced) / statistics.median(back_to_back):.2f}")
-    if device.platform == "gpu" and args.profile_calls:
-        kernel_us, launches, rows = kernel_profile(call, args.profile_calls)
-        print(f"kernels per act: {kernel_us:.1f} us of device time in {launches:.0f} launches "
-              f"({kernel_us / 1e3 / statistics.median(back_to_back):.0%} of the back-to-back time)")
-        for name, us, count in rows[:args.top]:
-            print(f"{us:9.1f} us {100 * us / kernel_us:5.1f}%  x{count:5.1f}  {name[:80]}")
-    return 0
+    return {"goal": statistics.median(goal_times[1:]), "back_to_back": statistics.median(back_to_back),
+            "p10": float(np.percentile(back_to_back, 10)), "paced": statistics.median(paced), "call": call}
 
 
 if __name__ == "__main__":

@@ -87,13 +87,26 @@ def inference_fns(agent: str, config: Any, stats: ActionStats) -> tuple[registry
     (actions in robot units, distance in steps or NaN)`: the agent's inference functions with the
     checkpoint's un-normalization applied."""
     goal_fn, normalized_act = registry.make_goal_and_act_fns(agent, config, stats.dim)
+    return goal_fn, _in_robot_units(normalized_act, stats)
+
+
+def serving_fns(agent: str, config: Any, stats: ActionStats, stack_encoders: bool = False
+                ) -> tuple[Callable[[Any], Any], registry.GoalFn, registry.ActFn]:
+    """`(prepare, goal_fn, act_coded_fn)`: `inference_fns` over `prepare(params)`, the layout a server
+    keeps on its device (`registry.make_serving_fns`; with `stack_encoders` image MQE runs its two
+    encoders as one network)."""
+    prepare, goal_fn, normalized_act = registry.make_serving_fns(agent, config, stats.dim, stack_encoders)
+    return prepare, goal_fn, _in_robot_units(normalized_act, stats)
+
+
+def _in_robot_units(normalized_act: registry.ActFn, stats: ActionStats) -> registry.ActFn:
     center, half = (jnp.asarray(x) for x in stats.center_and_half_range())
 
     def act_coded_fn(params: Any, observations: jax.Array, codes: jax.Array) -> tuple[jax.Array, jax.Array]:
         actions, distance = normalized_act(params, observations, codes)
         return center + half * jnp.clip(actions, -1.0, 1.0), distance
 
-    return goal_fn, act_coded_fn
+    return act_coded_fn
 
 
 def load_policy(checkpoint_dir: str | Path, seed_index: int = 0) -> Policy:

@@ -6,8 +6,10 @@
 
 Preprocessing (decode, resize with the training-time function) and un-normalization come from the
 checkpoint's metadata only. A goal is preprocessed and run through the goal half of the policy
-once (`Policy.goal_fn`: for MQE the critic's psi(g) and the actor's goal features), so each step
-encodes only the observation. Every batch size in `buckets` is compiled and run once at load, so
+once (the goal codes: for MQE the critic's psi(g) and the actor's goal features), so each step
+encodes only the observation. With `stack_encoders` the weights sit on the device in the
+stacked serving layout (`policy.serving_fns`): an image MQE policy's actor and critic encoders run
+as one network, one kernel per layer for both (`benchmarks/act_latency.py` compares the layouts). Every batch size in `buckets` is compiled and run once at load, so
 serving never compiles: a batch of n is padded up to the smallest bucket >= n.
 """
 
@@ -24,7 +26,7 @@ import jax
 import numpy as np
 
 from mqe_model.data.images import preprocess_image
-from mqe_model.policy import Policy, load_policy
+from mqe_model.policy import Policy, load_policy, serving_fns
 from server.protocol import ErrorCode, ProtocolError
 from server.settings import DEFAULT_BUCKETS
 
@@ -65,24 +67,29 @@ class PolicyRuntime:
     max_pixels: int = DEFAULT_MAX_PIXELS  # larger images (array or decoded) are refused
     checkpoint_dir: Path | None = None  # where it was loaded from, for logs and metadata
     warmup_s: float = 0.0  # compile + first run of every bucket at load
+    stack_encoders: bool = False  # image MQE: actor and critic encoders as one vmapped network
     _compiled: dict[int, Any] = dataclasses.field(default_factory=dict, repr=False)
     _compiled_goal: Any = dataclasses.field(default=None, repr=False)  # goal codes of one goal
-    _params: Any = dataclasses.field(default=None, repr=False)
+    _params: Any = dataclasses.field(default=None, repr=False)  # policy.params in the serving layout
+    _goal_fn: Any = dataclasses.field(default=None, repr=False)  # goal codes, over _params
+    _act_fn: Any = dataclasses.field(default=None, repr=False)  # act on codes, over _params
 
     # ------------------------------------------------------------------ loading
 
     @classmethod
     def load(cls, checkpoint_dir: str | Path, buckets: tuple[int, ...] = DEFAULT_BUCKETS,
              device: Any = None, max_pixels: int = DEFAULT_MAX_PIXELS,
-             name: str = "default") -> PolicyRuntime:
+             name: str = "default", stack_encoders: bool = False) -> PolicyRuntime:
         """Load a checkpoint, compile the act function for every bucket and warm it up."""
         policy = load_policy(checkpoint_dir)
         device = device if device is not None else jax.local_devices()[0]
         runtime = cls(policy, name, tuple(sorted(set(buckets))), device, max_pixels,
-                      Path(checkpoint_dir))
-        runtime._params = jax.device_put(policy.params, device)
+                      Path(checkpoint_dir), stack_encoders=stack_encoders)
+        prepare, runtime._goal_fn, runtime._act_fn = serving_fns(policy.agent_name, policy.config,
+                                                                 policy.action_stats, stack_encoders)
+        runtime._params = jax.device_put(prepare(policy.params), device)
         start = time.perf_counter()
-        runtime._compiled_goal = jax.jit(policy.goal_fn).lower(runtime._params, runtime._spec(1)).compile()
+        runtime._compiled_goal = jax.jit(runtime._goal_fn).lower(runtime._params, runtime._spec(1)).compile()
         for size in runtime.buckets:
             runtime._compiled[size] = runtime._compile(size)
         # One real run each: the first execution also allocates buffers and loads kernels.
@@ -103,9 +110,9 @@ class PolicyRuntime:
 
     def _compile(self, size: int) -> Any:
         observations = self._spec(size)
-        codes = jax.eval_shape(self.policy.goal_fn, self._params, observations)
+        codes = jax.eval_shape(self._goal_fn, self._params, observations)
         codes = jax.ShapeDtypeStruct(codes.shape, codes.dtype, sharding=observations.sharding)
-        return jax.jit(self.policy.act_coded_fn).lower(self._params, observations, codes).compile()
+        return jax.jit(self._act_fn).lower(self._params, observations, codes).compile()
 
     # ------------------------------------------------------------------ description
 

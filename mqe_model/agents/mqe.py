@@ -131,17 +131,26 @@ class Actor(nn.Module):
     action_dim: int
 
     @nn.compact
-    def __call__(self, observations: jax.Array, goals: jax.Array, goals_encoded: bool = False) -> jax.Array:
-        """The mean; with `goals_encoded`, `goals` are already `encode_actor_goals` features."""
+    def __call__(self, observations: jax.Array, goals: jax.Array, goals_encoded: bool = False,
+                 observations_encoded: bool = False) -> jax.Array:
+        """The mean; with `goals_encoded`, `goals` are already `encode_actor_goals` features, and with
+        `observations_encoded` (which needs `goals_encoded`) the observations are too."""
         c = self.config
+        if observations_encoded and not goals_encoded:
+            raise ValueError("observations_encoded needs goals_encoded: encode both or neither")
         encoder = make_encoder(c.encoder)
-        if encoder is not None and goals_encoded:
+        if encoder is not None and goals_encoded and not observations_encoded:
             observations = encoder(observations)
-        elif encoder is not None:  # one encoder call over both: half the kernel launches
+        elif encoder is not None and not goals_encoded:  # one encoder call over both: half the kernel launches
             encoded = encoder(jnp.concatenate([observations, goals], axis=0))
             observations, goals = jnp.split(encoded, 2, axis=0)
         features = jnp.concatenate([observations, goals], axis=-1)
         return GaussianActorHead(c.actor_hidden_dims, self.action_dim, c.layer_norm)(features)
+
+
+def _actor_encoder_key(encoder: nn.Module) -> str:
+    # The Actor builds its encoder inline (nn.compact), so its weights sit under flax's auto name.
+    return f"{type(encoder).__name__}_0"
 
 
 def encode_actor_goals(actor_params: Any, goals: jax.Array, config: MQEConfig) -> jax.Array:
@@ -152,8 +161,31 @@ def encode_actor_goals(actor_params: Any, goals: jax.Array, config: MQEConfig) -
     encoder = make_encoder(config.encoder)
     if encoder is None:
         return goals
-    # The Actor builds its encoder inline (nn.compact), so its weights sit under flax's auto name.
-    return encoder.apply({"params": actor_params[f"{type(encoder).__name__}_0"]}, goals)
+    return encoder.apply({"params": actor_params[_actor_encoder_key(encoder)]}, goals)
+
+
+STACKED_ENCODERS = "stacked_encoders"  # serving params: the actor's and the critic's encoder, stacked
+
+
+def stack_encoders(params: Any, config: MQEConfig) -> dict[str, Any]:
+    """Serving layout of image MQE params: the actor's and the critic's encoders (same architecture,
+    their own weights) stacked on a leading axis of 2 under `STACKED_ENCODERS`, and removed from the
+    actor and critic trees, so that `encode_stacked` runs both as one vmapped network: each layer is
+    one (grouped) kernel instead of two, which halves the kernel launches of a served step."""
+    encoder = make_encoder(config.encoder)
+    if encoder is None:
+        raise ValueError("stack_encoders: this MQE config has no image encoder to stack")
+    actor, critic = dict(params["actor"]), dict(params["critic"])
+    pair = actor.pop(_actor_encoder_key(encoder)), critic.pop("encoder")
+    stacked = jax.tree_util.tree_map(lambda a, c: jnp.stack([a, c]), *pair)
+    return {"actor": actor, "critic": critic, STACKED_ENCODERS: stacked}
+
+
+def encode_stacked(stacked: Any, images: jax.Array, config: MQEConfig) -> tuple[jax.Array, jax.Array]:
+    """The actor encoder's and the critic encoder's features of `images`, from `stack_encoders` weights."""
+    encoder = make_encoder(config.encoder)
+    features = jax.vmap(lambda p: encoder.apply({"params": p}, images))(stacked)
+    return features[0], features[1]
 
 
 # ----------------------------------------------------------------------------- losses

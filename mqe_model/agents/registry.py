@@ -83,13 +83,40 @@ def make_goal_and_act_fns(name: str, config: Any, action_dim: int) -> tuple[Goal
             return jnp.clip(mean, -1.0, 1.0), jnp.full(observations.shape[:1], jnp.nan, jnp.float32)
 
         return (lambda params, goals: goals), act_baseline
+    critic = mqe.Critic(config)
 
+    def encode_both(params: Any, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        critic_features = critic.apply({"params": params["critic"]}, x, method=mqe.Critic.features)
+        return mqe.encode_actor_goals(params["actor"], x, config), critic_features
+
+    return _mqe_inference(config, action_dim, encode_both)
+
+
+def make_serving_fns(name: str, config: Any, action_dim: int, stack_encoders: bool
+                     ) -> tuple[Callable[[Any], Any], GoalFn, ActFn]:
+    """`make_goal_and_act_fns` for a server: `(prepare, encode_goals, act)`, where the two functions
+    take `prepare(params)` instead of the checkpoint's params. With `stack_encoders`, for image MQE
+    policies, `prepare` stacks the actor's and the critic's encoders (`mqe.stack_encoders`) so each
+    goal and each step runs them as one vmapped network (half the kernel launches; on the CPU it is
+    slower, `docs/benchmarks.md`); otherwise the checkpoint's params are served unchanged."""
+    if not stack_encoders or name != "mqe" or config.encoder is None:
+        return (lambda params: params), *make_goal_and_act_fns(name, config, action_dim)
+
+    def encode_both(params: Any, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return mqe.encode_stacked(params[mqe.STACKED_ENCODERS], x, config)
+
+    return (lambda params: mqe.stack_encoders(params, config)), *_mqe_inference(config, action_dim, encode_both)
+
+
+def _mqe_inference(config: Any, action_dim: int, encode_both: Callable[[Any, jax.Array], tuple[jax.Array, jax.Array]]
+                   ) -> tuple[GoalFn, ActFn]:
+    """MQE's goal and act functions over `encode_both(params, x) -> (actor features, critic features)`."""
     critic = mqe.Critic(config)
     psi_size = config.num_heads * config.latent_dim
 
     def encode_goals(params: Any, goals: jax.Array) -> jax.Array:
-        psi = critic.apply({"params": params["critic"]}, goals, method=mqe.Critic.psi)  # (E, B, L)
-        actor_features = mqe.encode_actor_goals(params["actor"], goals, config)
+        actor_features, critic_features = encode_both(params, goals)
+        psi = critic.apply({"params": params["critic"]}, critic_features, method=mqe.Critic.psi_of_features)
         rows = goals.shape[0]
         return jnp.concatenate([jnp.swapaxes(psi, 0, 1).reshape(rows, psi_size).astype(jnp.float32),
                                 actor_features.reshape(rows, -1).astype(jnp.float32)], axis=-1)
@@ -98,9 +125,10 @@ def make_goal_and_act_fns(name: str, config: Any, action_dim: int) -> tuple[Goal
         rows = codes.shape[0]
         psi_goals = jnp.swapaxes(codes[:, :psi_size].reshape(rows, config.num_heads, -1), 0, 1)
         actor_goals = codes[:, psi_size:].reshape(rows, *_actor_goal_shape(observations, config))
-        mean = mqe.Actor(config, action_dim).apply({"params": params["actor"]}, observations,
-                                                   actor_goals, goals_encoded=True)
-        psi_states = critic.apply({"params": params["critic"]}, observations, method=mqe.Critic.psi)
+        actor_features, critic_features = encode_both(params, observations)
+        mean = mqe.Actor(config, action_dim).apply({"params": params["actor"]}, actor_features, actor_goals,
+                                                   goals_encoded=True, observations_encoded=True)
+        psi_states = critic.apply({"params": params["critic"]}, critic_features, method=mqe.Critic.psi_of_features)
         d = jnp.min(mrn_distance(psi_states, psi_goals, config.num_components), axis=0)
         return jnp.clip(mean, -1.0, 1.0), d / config.step_scale
 

@@ -68,10 +68,42 @@ def test_goal_codes_then_act_equal_the_agent_on_raw_goals(encoder):
            else rng.normal(size=(3, 6)).astype(np.float32))
     goals = obs[::-1].copy()
     agent = mqe.MQEAgent.create(0, {"observations": obs, "actions": np.zeros((3, 4), np.float32)}, config)
-    encode_goals, act = registry.make_goal_and_act_fns("mqe", config, 4)
-    codes = jax.jit(encode_goals)(agent.params, goals)
-    assert codes.shape[0] == 3 and codes.dtype == np.float32
-    actions, distance = jax.jit(act)(agent.params, obs, codes)
     expected = agent.sample_actions(obs, goals, jax.random.PRNGKey(0), temperature=0.0)
-    np.testing.assert_allclose(actions, expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(distance, agent.distance(obs, goals), rtol=1e-5, atol=1e-6)
+    plain = registry.make_goal_and_act_fns("mqe", config, 4)
+    prepare, *serving = registry.make_serving_fns("mqe", config, 4, stack_encoders=True)
+    # the server's layout (image MQE: both encoders stacked into one network) must answer alike
+    for params, (encode_goals, act) in ((agent.params, plain), (prepare(agent.params), serving)):
+        codes = jax.jit(encode_goals)(params, goals)
+        assert codes.shape[0] == 3 and codes.dtype == np.float32
+        actions, distance = jax.jit(act)(params, obs, codes)
+        np.testing.assert_allclose(actions, expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(distance, agent.distance(obs, goals), rtol=1e-5, atol=1e-6)
+
+
+def test_serving_layout_stacks_the_two_encoders_once():
+    import dataclasses
+
+    from mqe_model.agents import registry
+
+    config = dataclasses.replace(mqe.get_config("tiny"), encoder="impala_tiny")
+    obs = np.zeros((2, 16, 16, 3), np.uint8)
+    params = mqe.MQEAgent.create(0, {"observations": obs, "actions": np.zeros((2, 4), np.float32)}, config).params
+    served = mqe.stack_encoders(params, config)
+    assert set(served) == {"actor", "critic", mqe.STACKED_ENCODERS}
+    assert "encoder" not in served["critic"] and not any("Encoder" in k for k in served["actor"])
+    critic_kernel = jax.tree_util.tree_leaves(params["critic"]["encoder"])[0]
+    assert jax.tree_util.tree_leaves(served[mqe.STACKED_ENCODERS])[0].shape == (2, *critic_kernel.shape)
+    with pytest.raises(ValueError, match="no image encoder"):
+        mqe.stack_encoders(params, mqe.get_config("tiny"))
+    for name in ("gcbc", "gciql"):  # nothing to stack: the checkpoint's params are served as they are
+        prepare, *_ = registry.make_serving_fns(name, config, 4, stack_encoders=True)
+        assert prepare(params) is params
+
+
+def test_actor_refuses_encoded_observations_with_raw_goals():
+    import dataclasses
+
+    config = dataclasses.replace(mqe.get_config("tiny"), encoder="impala_tiny")
+    obs = np.zeros((1, 16, 16, 3), np.uint8)
+    with pytest.raises(ValueError, match="needs goals_encoded"):
+        mqe.Actor(config, 4).init(jax.random.PRNGKey(0), obs, obs, observations_encoded=True)

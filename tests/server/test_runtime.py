@@ -104,3 +104,15 @@ def test_state_policy(state_runtime):
             state_runtime.prepare(bad)
         assert info.value.code == ErrorCode.INVALID_VALUE
     assert state_runtime.metadata["image"] is None and state_runtime.metadata["observation"]["shape"] == [6]
+
+
+def test_stacked_encoders_serve_the_same_actions(runtime, image_ckpt):
+    from mqe_model.agents.mqe import STACKED_ENCODERS
+
+    stacked = PolicyRuntime.load(image_ckpt, buckets=(2,), name="img-stacked", stack_encoders=True)
+    assert STACKED_ENCODERS in stacked._params and STACKED_ENCODERS not in runtime._params
+    obs, goals = images(2, seed=4), images(2, seed=5)
+    codes = codes_of(stacked, goals)
+    np.testing.assert_allclose(codes, codes_of(runtime, goals), rtol=1e-5, atol=1e-6)
+    for got, want in zip(stacked.act_batch(obs, codes), runtime.act_batch(obs, codes), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
