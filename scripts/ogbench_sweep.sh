@@ -1,20 +1,17 @@
 #!/usr/bin/env bash
 # Several rows of the OGBench table on one multi-GPU machine, as many updates as fit a time budget.
 #
-#   scripts/ogbench_sweep.sh WORK DATASET:GPU:SECONDS:EVALS [...]
+#   scripts/ogbench_sweep.sh WORK DATASET:GPU:SECONDS:EVALS[:AGENT+AGENT...] [...]
 #
-# For each DATASET it generates the data (mqe-ogbench-data, all datasets at once, the cores shared
-# among them), then starts one `mqe-ogbench-repro` per agent in AGENTS on GPU `GPU`, the SEEDS seeds
-# vmapped in one run, all agents of a dataset sharing its GPU. The number of updates is what fits
-# SECONDS: a probe first trains every agent at once on one GPU (as the real runs will share theirs)
-# and measures the slowest agent's updates per second; each dataset's runs then get
-# SAFETY x rate x SECONDS updates, rounded down to a multiple of 10,000 (same for every agent of the
-# dataset, so they compare at equal updates). Evaluations every tenth of the run, the last EVALS of
-# them only (3: just the ones OGBench's score averages; 10: a learning curve).
-#
-# The runs start in their own process session and outlive this script: poll WORK/logs and
-# WORK/runs, or wait for WORK/done/<dataset>-<agent> (its content is the exit code). Rows land in
-# WORK/runs/<dataset>/<agent>.{json,md}. WORK/plan.json records the probe and the chosen updates.
+# For each entry it starts one `mqe-ogbench-repro` per agent (default: AGENTS) on GPU `GPU`, the
+# SEEDS seeds vmapped in one run, the entry's agents sharing that GPU. The data of every dataset is
+# generated first (mqe-ogbench-data, all datasets at once, the cores shared among them). The number
+# of updates is what fits SECONDS: for each distinct set of agents a probe first trains those agents
+# at once on the GPU of the set's first entry (as the real runs will share theirs) and measures the
+# slowest one's updates per second; an entry's runs then get SAFETY x rate x SECONDS updates,
+# rounded down to a multiple of MIN_STEPS (the same for every agent of the entry, so they compare at
+# equal updates). Evaluations every tenth of the run, the last EVALS of them only (3: just the ones
+# OGBench's score averages; 10: a learning curve).
 #
 # SECONDS covers the updates only. Evaluations run on the CPU beside them, in single-threaded worker
 # processes (EVAL_WORKERS per run; by default the cores shared among all runs), and the ones after the
@@ -22,110 +19,146 @@
 # length x the time per step (pointmaze ~0.2 ms, manipulation ~2 ms: `benchmarks/ogbench_eval.py`),
 # e.g. ~26 CPU-minutes for one of 4 scene-play seeds.
 #
+# The runs start in their own process session and outlive this script: poll WORK/logs and
+# WORK/runs, or wait for WORK/done/<dataset>-<agent> (its content is the exit code). Rows land in
+# WORK/runs/<dataset>/<agent>.{json,md} (`mqe-ogbench-table WORK/runs` prints them as the table).
+# WORK/plan.json records the probes and the chosen updates.
+#
 # Environment: AGENTS ("mqe gciql gcbc"), SEEDS (4), PRESET (ogbench_state), SAFETY (0.8),
 # EVAL_WORKERS (per run; default: the cores shared among the runs, at least 2), PROBE_SECONDS (20),
 # EXTRA_DATA_ARGS / EXTRA_REPRO_ARGS (tiny tests), MIN_STEPS (10000; the rounding unit too).
 set -euo pipefail
 
+usage="expected DATASET:GPU:SECONDS:EVALS[:AGENT+AGENT...] with EVALS in 1..10 and agents among mqe, gciql, gcbc (e.g. scene-play-v0:1:1000:3 or pointmaze-giant-stitch-v0:2:1200:10:mqe)"
 if [[ $# -lt 2 ]]; then
-    echo "usage: $0 WORK DATASET:GPU:SECONDS:EVALS [...]  (e.g. scene-play-v0:1:1000:3)" >&2
+    echo "usage: $0 WORK DATASET:GPU:SECONDS:EVALS[:AGENT+AGENT...] [...]" >&2
     exit 2
 fi
 work=$(realpath -m "$1"); shift
-agents=(${AGENTS:-mqe gciql gcbc})
+default_agents=$(tr ' ' '+' <<<"${AGENTS:-mqe gciql gcbc}")
 seeds=${SEEDS:-4}
 preset=${PRESET:-ogbench_state}
 safety=${SAFETY:-0.8}
 probe_seconds=${PROBE_SECONDS:-20}
 unit=${MIN_STEPS:-10000}
 python=${PYTHON:-python3}
+
+entries=()  # name:gpu:seconds:evals:agents, agents joined by '+'
+declare -A run_of gpu_processes
 for entry in "$@"; do
-    IFS=: read -r name gpu seconds evals <<<"$entry"
-    if [[ -z "$name" || ! "$gpu" =~ ^[0-9]+$ || ! "$seconds" =~ ^[0-9]+$ || ! "$evals" =~ ^([1-9]|10)$ ]]; then
-        echo "$0: $entry: expected DATASET:GPU:SECONDS:EVALS with EVALS in 1..10 (e.g. scene-play-v0:1:1000:3)" >&2
+    IFS=: read -r name gpu seconds evals agents rest <<<"$entry"
+    agents=${agents:-$default_agents}
+    if [[ -z "$name" || -n "$rest" || ! "$gpu" =~ ^[0-9]+$ || ! "$seconds" =~ ^[0-9]+$ \
+          || ! "$evals" =~ ^([1-9]|10)$ || ! "$agents" =~ ^((mqe|gciql|gcbc)\+)*(mqe|gciql|gcbc)$ ]]; then
+        echo "$0: $entry: $usage" >&2
         exit 2
     fi
+    for agent in $(tr '+' ' ' <<<"$agents"); do
+        if [[ -n "${run_of[$name/$agent]:-}" ]]; then
+            echo "$0: $entry: $name with $agent is already in ${run_of[$name/$agent]}; give each run once" >&2
+            exit 2
+        fi
+        run_of[$name/$agent]=$entry
+        gpu_processes[$gpu]=$(( ${gpu_processes[$gpu]:-0} + 1 ))
+    done
+    entries+=("$name:$gpu:$seconds:$evals:$agents")
 done
+# The runs sharing a GPU share its memory (JAX would otherwise take 75% of it in each process).
+memory() { $python -c "print(round(0.9 / ${gpu_processes[$1]}, 3))"; }
 mkdir -p "$work"/{data,runs,logs,done,probe}
-# One compilation cache for the probe and every run: runs of the same observation and action sizes
+# One compilation cache for the probes and every run: runs of the same observation and action sizes
 # (navigate and stitch of one maze, say) compile their update once (MQE: ~100 s on an H100 machine).
 export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-$work/jax-cache}
 log() { echo "$(date +%T) $*" | tee -a "$work/logs/sweep.log"; }
 cores=$(nproc)
-runs=$(( $# * ${#agents[@]} ))
+runs=${#run_of[@]}
+declare -A probe_entry  # agent set -> its first entry
+for entry in "${entries[@]}"; do
+    agents=${entry##*:}
+    [[ -n "${probe_entry[$agents]:-}" ]] || probe_entry[$agents]=$entry
+done
 eval_workers=${EVAL_WORKERS:-$(( (cores - runs) / runs > 2 ? (cores - runs) / runs : 2 ))}
-# The probe runs while the data is generated: leave its processes a core each (and one spare), or
+datasets=($(for entry in "${entries[@]}"; do echo "${entry%%:*}"; done | awk '!seen[$0]++'))
+# The probes run while the data is generated: leave their processes a core each (and one spare), or
 # they are starved and the updates per second come out low.
-free=$(( cores - ${#agents[@]} - 1 ))
-gen_workers=$(( free / $# > 1 ? free / $# : 1 ))
+probe_processes=$(for agents in "${!probe_entry[@]}"; do tr '+' '\n' <<<"$agents"; done | wc -l)
+free=$(( cores - probe_processes - 1 ))
+gen_workers=$(( free / ${#datasets[@]} > 1 ? free / ${#datasets[@]} : 1 ))
 
 declare -A gen_pid
-for entry in "$@"; do
-    name=${entry%%:*}
+for name in "${datasets[@]}"; do
     $python -m mqe_model.ogbench.generate "$name" --out-dir "$work/data" --workers "$gen_workers" --no-progress \
         ${EXTRA_DATA_ARGS:-} >"$work/logs/data-$name.log" 2>&1 &
     gen_pid[$name]=$!
 done
-log "generating $# dataset(s), $gen_workers worker(s) each; $runs run(s) will have $eval_workers evaluation worker(s) each"
-
-# Probe on the first dataset's data as soon as it exists, while the others are still generating.
-first=${1%%:*}
-wait "${gen_pid[$first]}" || { log "generation of $first failed: $work/logs/data-$first.log"; exit 1; }
+log "generating ${#datasets[@]} dataset(s), $gen_workers worker(s) each; $runs run(s) will have" \
+    "$eval_workers evaluation worker(s) each"
 data_file() { ls "$work/data/$1"*.npz | grep -v -- '-val\.npz$' | head -1; }
-probe_gpu=$(cut -d: -f2 <<<"$1")
+generated() {  # wait for a dataset's generation (once; later calls return at once)
+    if [[ -n "${gen_pid[$1]:-}" ]]; then
+        wait "${gen_pid[$1]}" || { log "generation of $1 failed: $work/logs/data-$1.log"; exit 1; }
+        gen_pid[$1]=""
+    fi
+}
+
+# Probes: each set of agents on its first entry's GPU and data, as soon as that data exists.
 probe_pids=()
-for agent in "${agents[@]}"; do
-    CUDA_VISIBLE_DEVICES=$probe_gpu XLA_PYTHON_CLIENT_MEM_FRACTION=0.3 $python -m mqe_model.train --agent "$agent" --preset "$preset" \
-        --data "$(data_file "$first")" --workdir "$work/probe/$agent" --overwrite --steps 10000000 \
-        --num-seeds "$seeds" --log-every 100 --save-every 10000000 --no-progress \
-        >"$work/logs/probe-$agent.log" 2>&1 &
-    probe_pids+=($!)
+probe_runs=()  # "set/agent"
+for agents in "${!probe_entry[@]}"; do
+    IFS=: read -r name gpu _ <<<"${probe_entry[$agents]}"
+    generated "$name"
+    for agent in $(tr '+' ' ' <<<"$agents"); do
+        CUDA_VISIBLE_DEVICES=$gpu XLA_PYTHON_CLIENT_MEM_FRACTION=$(memory "$gpu") $python -m mqe_model.train --agent "$agent" \
+            --preset "$preset" --data "$(data_file "$name")" --workdir "$work/probe/$agents/$agent" --overwrite \
+            --steps 10000000 --num-seeds "$seeds" --log-every 100 --save-every 10000000 --no-progress \
+            >"$work/logs/probe-$agents-$agent.log" 2>&1 &
+        probe_pids+=($!)
+        probe_runs+=("$agents/$agent")
+    done
 done
 last_step() { tail -n 1 "$work/probe/$1/metrics.jsonl" 2>/dev/null | $python -c "import json,sys; print(json.loads(sys.stdin.read() or '{\"step\": -1}')['step'])"; }
-for _ in $(seq 300); do  # every agent logging: all compiled and sharing the GPU
+for _ in $(seq 300); do  # every probe logging: all compiled and sharing their GPUs
     ready=1
-    for agent in "${agents[@]}"; do [[ $(last_step "$agent") -ge 0 ]] || ready=0; done
+    for run in "${probe_runs[@]}"; do [[ $(last_step "$run") -ge 0 ]] || ready=0; done
     [[ $ready == 1 ]] && break
     sleep 1
 done
 declare -A before
-for agent in "${agents[@]}"; do before[$agent]=$(last_step "$agent"); done
+for run in "${probe_runs[@]}"; do before[$run]=$(last_step "$run"); done
 t0=$(date +%s.%N); sleep "$probe_seconds"; t1=$(date +%s.%N)
 rates=()
-for agent in "${agents[@]}"; do
-    rates+=("$agent=$($python -c "print(($(last_step "$agent") - ${before[$agent]}) / ($t1 - $t0))")")
+for run in "${probe_runs[@]}"; do
+    rates+=("$run=$($python -c "print(($(last_step "$run") - ${before[$run]}) / ($t1 - $t0))")")
 done
 kill "${probe_pids[@]}" 2>/dev/null || true
 wait "${probe_pids[@]}" 2>/dev/null || true
-log "probe, ${#agents[@]} agent(s) x $seeds seeds on one GPU: ${rates[*]} updates/s"
+log "probes, $seeds seeds per run, agents of a set sharing one GPU: ${rates[*]} updates/s"
 
-for name in "${!gen_pid[@]}"; do
-    wait "${gen_pid[$name]}" || { log "generation of $name failed: $work/logs/data-$name.log"; exit 1; }
-done
+for name in "${datasets[@]}"; do generated "$name"; done
 log "data ready"
 
-plan=$($python - "$work" "$safety" "$unit" "$seeds" "$preset" "${rates[*]}" "$@" <<'EOF'
+plan=$($python - "$work" "$safety" "$unit" "$seeds" "$preset" "${rates[*]}" "${entries[@]}" <<'EOF'
 import json, sys
 work, safety, unit, seeds, preset, rates, *entries = sys.argv[1:]
-rates = {a: float(r) for a, r in (item.split("=") for item in rates.split())}
-slowest = min(rates.values())
+rates = {run: float(r) for run, r in (item.split("=") for item in rates.split())}
 plan = {"probe_updates_per_s": rates, "safety": float(safety), "seeds": int(seeds), "preset": preset, "rows": []}
 for entry in entries:
-    name, gpu, seconds, evals = entry.split(":")
+    name, gpu, seconds, evals, agents = entry.split(":")
+    slowest = min(rates[f"{agents}/{agent}"] for agent in agents.split("+"))
     steps = max(int(unit), int(float(safety) * slowest * int(seconds)) // int(unit) * int(unit))
     every = steps // 10
-    plan["rows"].append({"dataset": name, "gpu": int(gpu), "seconds": int(seconds), "steps": steps,
-                         "eval_every": every, "eval_start": steps - (int(evals) - 1) * every})
+    plan["rows"].append({"dataset": name, "gpu": int(gpu), "agents": agents.split("+"), "seconds": int(seconds),
+                         "steps": steps, "eval_every": every, "eval_start": steps - (int(evals) - 1) * every})
 json.dump(plan, open(f"{work}/plan.json", "w"), indent=2)
 for row in plan["rows"]:
-    print(row["dataset"], row["gpu"], row["steps"], row["eval_every"], row["eval_start"])
+    print(row["dataset"], row["gpu"], "+".join(row["agents"]), row["steps"], row["eval_every"], row["eval_start"])
 EOF
 )
 seed_list=$(seq -s ' ' 0 $((seeds - 1)))
-while read -r name gpu steps every start; do
-    for agent in "${agents[@]}"; do
+while read -r name gpu agents steps every start; do
+    for agent in $(tr '+' ' ' <<<"$agents"); do
         log "start $name $agent on GPU $gpu: $steps updates, evaluations every $every from $start"
-        CUDA_VISIBLE_DEVICES=$gpu XLA_PYTHON_CLIENT_MEM_FRACTION=0.3 setsid bash -c \
+        CUDA_VISIBLE_DEVICES=$gpu XLA_PYTHON_CLIENT_MEM_FRACTION=$(memory "$gpu") setsid bash -c \
             "$python -m mqe_model.ogbench.reproduce $name --agent $agent --preset $preset --seeds $seed_list \
              --vmap-seeds --steps $steps --eval-every $every --eval-start $start --eval-workers $eval_workers \
              --data $(data_file "$name") --runs-dir '$work/runs' --no-progress ${EXTRA_REPRO_ARGS:-}; \

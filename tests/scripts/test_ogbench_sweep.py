@@ -24,33 +24,46 @@ def sweep_env() -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join(filter(None, [str(SCRIPT.parents[1]), os.environ.get("PYTHONPATH")]))}
 
 
-def test_sweep_plans_from_the_probe_and_writes_rows(tmp_path):
-    work = tmp_path / "sweep"
-    result = subprocess.run(["bash", str(SCRIPT), str(work), f"{DATASET}:0:1:3"], env=sweep_env(),
-                            cwd=SCRIPT.parents[1], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    plan = json.loads((work / "plan.json").read_text())
-    rate = plan["probe_updates_per_s"]["gcbc"]
-    assert rate > 0
-    (row,) = plan["rows"]
-    # 0.8 x rate x 1 s, rounded down to a multiple of 20, at least 20; evaluations in the last 3 tenths.
-    assert row["steps"] == max(20, int(0.8 * rate) // 20 * 20)
-    assert row["eval_every"] == row["steps"] // 10
-    assert row["eval_start"] == row["steps"] - 2 * row["eval_every"]
-    done = work / "done" / f"{DATASET}-gcbc"
-    deadline = time.monotonic() + 240  # the run is detached from the script: wait for its marker
+def wait_for_row(work, agent) -> dict:
+    done = work / "done" / f"{DATASET}-{agent}"
+    deadline = time.monotonic() + 240  # the runs are detached from the script: wait for their markers
     while not done.exists() and time.monotonic() < deadline:
         time.sleep(1)
-    assert done.read_text().strip() == "0", (work / "logs" / f"{DATASET}-gcbc.log").read_text()[-2000:]
-    out = json.loads((work / "runs" / DATASET / "gcbc.json").read_text())
-    assert out["steps"] == row["steps"] and out["seeds"] == [0, 1] and out["vmap_seeds"]
-    assert [e["step"] for e in out["runs"][0]["evaluations"]] == [
-        row["eval_start"], row["eval_start"] + row["eval_every"], row["steps"]]
+    assert done.read_text().strip() == "0", (work / "logs" / f"{DATASET}-{agent}.log").read_text()[-2000:]
+    return json.loads((work / "runs" / DATASET / f"{agent}.json").read_text())
 
 
-def test_malformed_entry_is_one_line_and_exit_2(tmp_path):
-    result = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "w"), f"{DATASET}:gpu0:100:3"], env=sweep_env(),
+def test_sweep_plans_from_the_probes_and_writes_rows(tmp_path):
+    work = tmp_path / "sweep"
+    # one dataset (generated once), two entries with their own agents: two probes
+    result = subprocess.run(["bash", str(SCRIPT), str(work), f"{DATASET}:0:1:3", f"{DATASET}:0:2:2:gciql"],
+                            env=sweep_env(), cwd=SCRIPT.parents[1], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert len(list((work / "data").glob("*.json"))) == 1
+    plan = json.loads((work / "plan.json").read_text())
+    rates = plan["probe_updates_per_s"]  # "agent set/agent"
+    assert set(rates) == {"gcbc/gcbc", "gciql/gciql"} and min(rates.values()) > 0
+    for row, agent, seconds, evals in zip(plan["rows"], ("gcbc", "gciql"), (1, 2), (3, 2), strict=True):
+        assert row["agents"] == [agent] and row["gpu"] == 0
+        # 0.8 x rate x seconds, rounded down to a multiple of 20, at least 20; the last `evals` tenths.
+        assert row["steps"] == max(20, int(0.8 * rates[f"{agent}/{agent}"] * seconds) // 20 * 20)
+        assert row["eval_every"] == row["steps"] // 10
+        assert row["eval_start"] == row["steps"] - (evals - 1) * row["eval_every"]
+        out = wait_for_row(work, agent)
+        assert out["steps"] == row["steps"] and out["seeds"] == [0, 1] and out["vmap_seeds"]
+        steps = [e["step"] for e in out["runs"][0]["evaluations"]]
+        assert steps == list(range(row["eval_start"], row["steps"] + 1, row["eval_every"]))[-evals:]
+
+
+@pytest.mark.parametrize("entries, message", [
+    ([f"{DATASET}:gpu0:100:3"], "expected DATASET:GPU:SECONDS:EVALS"),
+    ([f"{DATASET}:0:100:11"], "EVALS in 1..10"),
+    ([f"{DATASET}:0:100:3:mqe+sac"], "agents among mqe, gciql, gcbc"),
+    ([f"{DATASET}:0:100:3:mqe", f"{DATASET}:1:100:3:gcbc+mqe"], "with mqe is already in"),
+])
+def test_malformed_entries_are_one_line_and_exit_2(tmp_path, entries, message):
+    result = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "w"), *entries], env=sweep_env(),
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 2
-    assert "expected DATASET:GPU:SECONDS:EVALS" in result.stderr and result.stderr.count("\n") == 1
+    assert message in result.stderr and result.stderr.count("\n") == 1, result.stderr
     assert not (tmp_path / "w").exists()
