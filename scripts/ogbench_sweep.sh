@@ -79,10 +79,12 @@ for entry in "${entries[@]}"; do
 done
 eval_workers=${EVAL_WORKERS:-$(( (cores - runs) / runs > 2 ? (cores - runs) / runs : 2 ))}
 datasets=($(for entry in "${entries[@]}"; do echo "${entry%%:*}"; done | awk '!seen[$0]++'))
-# The probes run while the data is generated: leave their processes a core each (and one spare), or
-# they are starved and the updates per second come out low.
+# The probes run while the data is generated: leave each of their processes 3 cores (the update's
+# dispatch and mqe-train's 2 batch-sampling threads) and one spare, or they are starved and the
+# updates per second come out low (the first sweep's probe, beside generation on every core,
+# measured a third of what its runs then did).
 probe_processes=$(for agents in "${!probe_entry[@]}"; do tr '+' '\n' <<<"$agents"; done | wc -l)
-free=$(( cores - probe_processes - 1 ))
+free=$(( cores - 3 * probe_processes - 1 ))
 gen_workers=$(( free / ${#datasets[@]} > 1 ? free / ${#datasets[@]} : 1 ))
 
 declare -A gen_pid
