@@ -4,8 +4,11 @@
     mqe-ogbench-table docs/results/ogbench-2026-11-26 --out table.md
 
 Reads every `<dir>/<dataset>/<agent>.json` and prints one line per dataset: the updates, then for each
-agent our success % (mean ± standard error over seeds) beside the paper's where it gives one. A
-dataset or agent without a row shows "—". Bad input (no rows, an unreadable row): one line, exit 2.
+agent our success % (mean ± standard error over seeds) beside the paper's where it gives one. A run
+that has no row yet (stopped before its final evaluation) but whose run directories
+(`<dir>/<dataset>/<agent>/seed*/metrics.jsonl`) hold evaluations is scored from those, marked `*`,
+with a note under the table naming the evaluations used. A dataset or agent with neither shows "—".
+Bad input (no rows, an unreadable row): one line, exit 2.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import tyro
 
-from mqe_model.ogbench.reproduce import PAPER_RESULTS
+from mqe_model.ogbench.reproduce import PAPER_RESULTS, SCORED_EVALUATIONS, read_evaluations
 
 AGENTS = ("mqe", "gciql", "gcbc")
 MISSING = "—"
@@ -41,9 +45,41 @@ def read_rows(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
             rows[(row["dataset"], row["agent"])] = row
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise TableError(f"{path}: not a row written by mqe-ogbench-repro ({e})") from None
+    for dataset_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        for agent in AGENTS:
+            key = (_dataset_name(dataset_dir.name), agent)
+            if key not in rows and (partial := partial_row(dataset_dir / agent, *key)) is not None:
+                rows[key] = partial
     if not rows:
         raise TableError(f"{root}: no rows (<dataset>/<agent>.json); run mqe-ogbench-repro first")
     return rows
+
+
+def _dataset_name(directory: str) -> str:
+    return directory if directory.endswith("-v0") else f"{directory}-v0"
+
+
+def partial_row(agent_dir: Path, dataset: str, agent: str) -> dict[str, Any] | None:
+    """A row from the evaluations an unfinished run has logged so far (None if it has none): each
+    seed scored by the mean of its last (at most 3) evaluations, like a finished run."""
+    scores, eval_steps, seeds, trained = [], set(), [], 0
+    for run_dir in sorted(agent_dir.glob("seed*")):
+        first = int(run_dir.name.removeprefix("seeds").removeprefix("seed").split("-")[0])
+        vmapped = run_dir.name.startswith("seeds")
+        count = int(run_dir.name.split("-")[1]) - first + 1 if vmapped else 1
+        for index in range(count):
+            key = f"eval/seed{index}_success" if vmapped else "eval/success"
+            evaluations = read_evaluations(run_dir, key)[-SCORED_EVALUATIONS:]
+            if evaluations:
+                scores.append(100.0 * np.mean([row[key] for row in evaluations]))
+                eval_steps.update(row["step"] for row in evaluations)
+                seeds.append(first + index)
+        trained = max([trained] + [row["step"] for row in read_evaluations(run_dir, "perf/steps_per_s")])
+    if not scores:
+        return None
+    sem = float(np.std(scores, ddof=1) / np.sqrt(len(scores))) if len(scores) > 1 else None
+    return {"dataset": dataset, "agent": agent, "success_mean": float(np.mean(scores)), "success_sem": sem,
+            "steps": trained, "seeds": seeds, "partial": {"eval_steps": sorted(eval_steps)}}
 
 
 def score(mean: float, sem: float | None) -> str:
@@ -62,7 +98,7 @@ def markdown_table(rows: dict[tuple[str, str], dict[str, Any]]) -> str:
     header = ["dataset", "updates", "seeds"]
     for agent in AGENTS:
         header += [f"{agent.upper()} (paper)", f"{agent.upper()} (ours)"]
-    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    lines, notes = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)], []
     for dataset in sorted({d for d, _ in rows}):
         mine = [rows[(dataset, a)] for a in AGENTS if (dataset, a) in rows]
         cells = [dataset.removesuffix("-v0"), updates({r["steps"] for r in mine}),
@@ -70,9 +106,14 @@ def markdown_table(rows: dict[tuple[str, str], dict[str, Any]]) -> str:
         for agent in AGENTS:
             paper = PAPER_RESULTS.get((agent, dataset))
             row = rows.get((dataset, agent))
-            cells += [score(*paper) if paper else MISSING,
-                      score(row["success_mean"], row["success_sem"]) if row else MISSING]
+            ours = MISSING if row is None else score(row["success_mean"], row["success_sem"])
+            if row is not None and "partial" in row:
+                ours += "*"
+                notes.append(f"{dataset.removesuffix('-v0')} {agent}: unfinished (trained to {row['steps']} "
+                             f"updates), scored from the evaluations at {', '.join(map(str, row['partial']['eval_steps']))}")
+            cells += [score(*paper) if paper else MISSING, ours]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", *[f"\\* {note}" for note in notes]] if notes else []
     return "\n".join(lines) + "\n"
 
 

@@ -45,3 +45,25 @@ def test_no_rows_and_bad_rows_are_one_line(tmp_path, capsys):
     assert err.count("\n") == 1 and "mqe.json: not a row" in err
     assert table.main([str(tmp_path / "missing")]) == 2
     assert "no such directory" in capsys.readouterr().err
+
+
+def write_metrics(run_dir, rows):
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_unfinished_runs_are_scored_from_their_evaluations_and_marked(tmp_path, capsys):
+    dataset = "scene-play-v0"
+    train_rows = [{"step": s, "perf/steps_per_s": 300.0} for s in (1000, 2000, 90_000)]
+    # a vmapped run of seeds 0-1 that logged two of its evaluations before the machine went back
+    write_metrics(tmp_path / dataset / "mqe" / "seeds0-1", train_rows + [
+        {"step": 72_000, "eval/success": 0.5, "eval/seed0_success": 0.4, "eval/seed1_success": 0.6},
+        {"step": 81_000, "eval/success": 0.7, "eval/seed0_success": 0.6, "eval/seed1_success": 0.8}])
+    write_metrics(tmp_path / dataset / "gciql" / "seed0", train_rows[:2])  # no evaluation yet: no score
+    write_row(tmp_path, dataset, "gcbc", 1.0, 0.5, steps=90_000)
+    assert table.main([str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # seed 0: mean(0.4, 0.6) = 50 %, seed 1: mean(0.6, 0.8) = 70 %; mean 60, s.e. 10
+    assert lines[2] == "| scene-play | 90k | 2/4 | 76.8 ± 2.1 | 60.0 ± 10.0* | 51.3 ± 1.5 | — | — | 1.0 ± 0.5 |"
+    assert lines[-1] == ("\\* scene-play mqe: unfinished (trained to 90000 updates), scored from the evaluations "
+                         "at 72000, 81000")
