@@ -22,7 +22,9 @@
 # The runs start in their own process session and outlive this script: poll WORK/logs and
 # WORK/runs, or wait for WORK/done/<dataset>-<agent> (its content is the exit code). Rows land in
 # WORK/runs/<dataset>/<agent>.{json,md} (`mqe-ogbench-table WORK/runs` prints them as the table).
-# WORK/plan.json records the probes and the chosen updates.
+# WORK/plan.json records the probes and the chosen updates. What to keep (rows, metrics, logs; not
+# the checkpoints, data or compilation cache): tar czf sweep.tgz -C WORK --exclude=checkpoints
+# --exclude=data --exclude=probe --exclude=jax-cache .
 #
 # Environment: AGENTS ("mqe gciql gcbc"), SEEDS (4), PRESET (ogbench_state), SAFETY (0.8),
 # EVAL_WORKERS (per run; default: the cores shared among the runs, at least 2), PROBE_SECONDS (20),
