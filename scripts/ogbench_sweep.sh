@@ -5,7 +5,7 @@
 #
 # For each entry it starts one `mqe-ogbench-repro` per agent (default: AGENTS) on GPU `GPU`, the
 # SEEDS seeds vmapped in one run, the entry's agents sharing that GPU. The data of every dataset is
-# generated first (mqe-ogbench-data, all datasets at once, the cores shared among them). The number
+# generated first (mqe-ogbench-data, all datasets at once, the cores shared among them by cost). The number
 # of updates is what fits SECONDS: for each distinct set of agents a probe first trains those agents
 # at once on the GPU of the set's first entry (as the real runs will share theirs) and measures the
 # slowest one's updates per second; an entry's runs then get SAFETY x rate x SECONDS updates,
@@ -87,15 +87,23 @@ datasets=($(for entry in "${entries[@]}"; do echo "${entry%%:*}"; done | awk '!s
 # measured a third of what its runs then did).
 probe_processes=$(for agents in "${!probe_entry[@]}"; do tr '+' '\n' <<<"$agents"; done | wc -l)
 free=$(( cores - 3 * probe_processes - 1 ))
-gen_workers=$(( free / ${#datasets[@]} > 1 ? free / ${#datasets[@]} : 1 ))
+# The cores go to the datasets by their cost, so that they finish together: a manipulation
+# transition costs ~5 pointmaze ones (290 vs 1340 transitions/s per worker on the first sweep's
+# machine), and the datasets are about the same size.
+cost() { [[ $1 == pointmaze* ]] && echo 1 || echo 5; }
+total_cost=0
+for name in "${datasets[@]}"; do total_cost=$(( total_cost + $(cost "$name") )); done
 
 declare -A gen_pid
+workers_log=()
 for name in "${datasets[@]}"; do
-    $python -m mqe_model.ogbench.generate "$name" --out-dir "$work/data" --workers "$gen_workers" --no-progress \
+    workers=$(( free * $(cost "$name") / total_cost > 1 ? free * $(cost "$name") / total_cost : 1 ))
+    $python -m mqe_model.ogbench.generate "$name" --out-dir "$work/data" --workers "$workers" --no-progress \
         ${EXTRA_DATA_ARGS:-} >"$work/logs/data-$name.log" 2>&1 &
     gen_pid[$name]=$!
+    workers_log+=("$name=$workers")
 done
-log "generating ${#datasets[@]} dataset(s), $gen_workers worker(s) each; $runs run(s) will have" \
+log "generating ${#datasets[@]} dataset(s) with workers ${workers_log[*]}; $runs run(s) will have" \
     "$eval_workers evaluation worker(s) each"
 data_file() { ls "$work/data/$1"*.npz | grep -v -- '-val\.npz$' | head -1; }
 generated() {  # wait for a dataset's generation (once; later calls return at once)
