@@ -61,13 +61,15 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             print(f"act_latency: error: {e}", file=sys.stderr)
             return 2
-    from mqe_model.agents.mqe import STACKED_ENCODERS
+    from mqe_model.agents.registry import can_stack_encoders
 
     device, baseline = jax.devices()[0], None
-    for stack in (False, True):
-        runtime = PolicyRuntime.load(checkpoint, buckets=(args.batch,), stack_encoders=stack)
-        if stack and STACKED_ENCODERS not in runtime._params:
-            break  # not an image MQE policy: one layout only
+    runtime = PolicyRuntime.load(checkpoint, buckets=(args.batch,))
+    # an image MQE policy has a second layout to compare with: its two encoders stacked
+    stackable = can_stack_encoders(runtime.policy.agent_name, runtime.policy.config)
+    for stack in (False, True) if stackable else (False,):
+        if stack:
+            runtime = PolicyRuntime.load(checkpoint, buckets=(args.batch,), stack_encoders=True)
         figures = measure(runtime, args)
         label = "stacked encoders" if stack else "separate encoders"
         if not stack:

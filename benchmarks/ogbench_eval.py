@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def compare_worker_threads(args: Args, metadata: dict, params: object) -> int:
     """Episode-steps per second of `--jobs` task evaluations on `--workers` processes, both thread settings."""
-    from mqe_model.evaluation import evaluate_task, init_worker
+    from mqe_model.evaluation import NUM_TASKS, evaluate_task, init_worker
 
     jobs = args.jobs or 2 * args.workers
     rates = {}
@@ -87,7 +87,7 @@ def compare_worker_threads(args: Args, metadata: dict, params: object) -> int:
                 initializer=functools.partial(init_worker, single_thread)) as pool:
             list(pool.map(time.sleep, [0.5] * args.workers))  # workers started before the clock runs
             start = time.perf_counter()
-            futures = [pool.submit(evaluate_task, args.env, job % 5 + 1, args.episodes, args.agent, metadata,
+            futures = [pool.submit(evaluate_task, args.env, job % NUM_TASKS + 1, args.episodes, args.agent, metadata,
                                    params, 0) for job in range(jobs)]
             results = [future.result() for future in futures]
             seconds = time.perf_counter() - start

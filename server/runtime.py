@@ -9,8 +9,9 @@ checkpoint's metadata only. A goal is preprocessed and run through the goal half
 once (the goal codes: for MQE the critic's psi(g) and the actor's goal features), so each step
 encodes only the observation. With `stack_encoders` the weights sit on the device in the
 stacked serving layout (`policy.serving_fns`): an image MQE policy's actor and critic encoders run
-as one network, one kernel per layer for both (`benchmarks/act_latency.py` compares the layouts). Every batch size in `buckets` is compiled and run once at load, so
-serving never compiles: a batch of n is padded up to the smallest bucket >= n.
+as one network, one kernel per layer for both (`benchmarks/act_latency.py` compares the layouts).
+Every batch size in `buckets` is compiled and run once at load, so serving never compiles: a batch
+of n is padded up to the smallest bucket >= n.
 """
 
 from __future__ import annotations

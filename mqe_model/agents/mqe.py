@@ -139,11 +139,12 @@ class Actor(nn.Module):
         if observations_encoded and not goals_encoded:
             raise ValueError("observations_encoded needs goals_encoded: encode both or neither")
         encoder = make_encoder(c.encoder)
-        if encoder is not None and goals_encoded and not observations_encoded:
-            observations = encoder(observations)
-        elif encoder is not None and not goals_encoded:  # one encoder call over both: half the kernel launches
-            encoded = encoder(jnp.concatenate([observations, goals], axis=0))
-            observations, goals = jnp.split(encoded, 2, axis=0)
+        if encoder is not None and not observations_encoded:
+            if goals_encoded:
+                observations = encoder(observations)
+            else:  # one encoder call over both: half the kernel launches
+                encoded = encoder(jnp.concatenate([observations, goals], axis=0))
+                observations, goals = jnp.split(encoded, 2, axis=0)
         features = jnp.concatenate([observations, goals], axis=-1)
         return GaussianActorHead(c.actor_hidden_dims, self.action_dim, c.layer_norm)(features)
 

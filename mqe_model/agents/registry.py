@@ -92,6 +92,12 @@ def make_goal_and_act_fns(name: str, config: Any, action_dim: int) -> tuple[Goal
     return _mqe_inference(config, action_dim, encode_both)
 
 
+def can_stack_encoders(name: str, config: Any) -> bool:
+    """Whether `make_serving_fns(..., stack_encoders=True)` changes anything: image MQE policies only
+    (two encoders of one architecture on the same input)."""
+    return name == "mqe" and config.encoder is not None
+
+
 def make_serving_fns(name: str, config: Any, action_dim: int, stack_encoders: bool
                      ) -> tuple[Callable[[Any], Any], GoalFn, ActFn]:
     """`make_goal_and_act_fns` for a server: `(prepare, encode_goals, act)`, where the two functions
@@ -99,7 +105,7 @@ def make_serving_fns(name: str, config: Any, action_dim: int, stack_encoders: bo
     policies, `prepare` stacks the actor's and the critic's encoders (`mqe.stack_encoders`) so each
     goal and each step runs them as one vmapped network (half the kernel launches; on the CPU it is
     slower, `docs/benchmarks.md`); otherwise the checkpoint's params are served unchanged."""
-    if not stack_encoders or name != "mqe" or config.encoder is None:
+    if not (stack_encoders and can_stack_encoders(name, config)):
         return (lambda params: params), *make_goal_and_act_fns(name, config, action_dim)
 
     def encode_both(params: Any, x: jax.Array) -> tuple[jax.Array, jax.Array]:

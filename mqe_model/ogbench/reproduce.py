@@ -198,10 +198,26 @@ def seed_score(evaluations: list[dict[str, Any]], key: str = "eval/success") -> 
     return float(np.mean([row[key] for row in evaluations[-SCORED_EVALUATIONS:]]))
 
 
+def run_name(seeds: list[int]) -> str:
+    """The run directory of one seed (`seed3`) or of consecutive vmapped seeds (`seeds0-3`)."""
+    return f"seed{seeds[0]}" if len(seeds) == 1 else f"seeds{seeds[0]}-{seeds[-1]}"
+
+
+def run_seeds(name: str) -> list[int]:
+    """The seeds a run directory named by `run_name` trains."""
+    first, _, last = name.removeprefix("seeds").removeprefix("seed").partition("-")
+    return list(range(int(first), int(last or first) + 1))
+
+
+def success_key(index: int, num_seeds: int) -> str:
+    """The metrics.jsonl key of seed `index`'s evaluation success in a run of `num_seeds` seeds."""
+    return "eval/success" if num_seeds == 1 else f"eval/seed{index}_success"
+
+
 def train_run(cfg: ReproduceConfig, dataset: str, data: Path, seeds: list[int]) -> list[dict[str, Any]]:
     """Train and evaluate `seeds` (one seed, or consecutive seeds vmapped) in one mqe-train subprocess;
     each seed's score and evaluation history."""
-    name = f"seed{seeds[0]}" if len(seeds) == 1 else f"seeds{seeds[0]}-{seeds[-1]}"
+    name = run_name(seeds)
     workdir = cfg.runs_dir / dataset / cfg.agent / name
     command = train_command(cfg, dataset, data, seeds[0], workdir, len(seeds))
     logger.info("%s: %s", name, shlex.join(command))
@@ -216,7 +232,7 @@ def train_run(cfg: ReproduceConfig, dataset: str, data: Path, seeds: list[int]) 
                              f"(re-run this command to resume: {shlex.join(command)})")
     runs = []
     for index, seed in enumerate(seeds):
-        key = "eval/success" if len(seeds) == 1 else f"eval/seed{index}_success"
+        key = success_key(index, len(seeds))
         evaluations = read_evaluations(workdir, key)
         if not evaluations or evaluations[-1]["step"] != cfg.steps:
             raise ReproduceError(f"{workdir}: metrics.jsonl has no evaluation at step {cfg.steps}; "
@@ -233,11 +249,16 @@ def train_run(cfg: ReproduceConfig, dataset: str, data: Path, seeds: list[int]) 
     return runs
 
 
+def standard_error(scores: np.ndarray) -> float | None:
+    """Standard error of the mean over seeds (None for one seed)."""
+    return float(scores.std(ddof=1) / np.sqrt(len(scores))) if len(scores) > 1 else None
+
+
 def summarize(cfg: ReproduceConfig, dataset: str, data: Path, generated_by: str | None,
               runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The table row: success % mean and standard error over seeds, with everything behind it."""
     scores = 100.0 * np.array([run["score"] for run in runs])
-    sem = float(scores.std(ddof=1) / np.sqrt(len(scores))) if len(scores) > 1 else None
+    sem = standard_error(scores)
     settings_path = data.with_suffix(".json")
     data_settings = json.loads(settings_path.read_text()) if settings_path.is_file() else None
     paper = PAPER_RESULTS.get((cfg.agent, dataset))

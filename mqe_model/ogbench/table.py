@@ -22,7 +22,15 @@ from typing import Annotated, Any
 import numpy as np
 import tyro
 
-from mqe_model.ogbench.reproduce import PAPER_RESULTS, SCORED_EVALUATIONS, read_evaluations
+from mqe_model.ogbench.reproduce import (
+    PAPER_RESULTS,
+    SCORED_EVALUATIONS,
+    read_evaluations,
+    run_seeds,
+    seed_score,
+    standard_error,
+    success_key,
+)
 
 AGENTS = ("mqe", "gciql", "gcbc")
 MISSING = "—"
@@ -64,21 +72,19 @@ def partial_row(agent_dir: Path, dataset: str, agent: str) -> dict[str, Any] | N
     seed scored by the mean of its last (at most 3) evaluations, like a finished run."""
     scores, eval_steps, seeds, trained = [], set(), [], 0
     for run_dir in sorted(agent_dir.glob("seed*")):
-        first = int(run_dir.name.removeprefix("seeds").removeprefix("seed").split("-")[0])
-        vmapped = run_dir.name.startswith("seeds")
-        count = int(run_dir.name.split("-")[1]) - first + 1 if vmapped else 1
-        for index in range(count):
-            key = f"eval/seed{index}_success" if vmapped else "eval/success"
-            evaluations = read_evaluations(run_dir, key)[-SCORED_EVALUATIONS:]
+        run = run_seeds(run_dir.name)
+        for index, seed in enumerate(run):
+            key = success_key(index, len(run))
+            evaluations = read_evaluations(run_dir, key)
             if evaluations:
-                scores.append(100.0 * np.mean([row[key] for row in evaluations]))
-                eval_steps.update(row["step"] for row in evaluations)
-                seeds.append(first + index)
+                scores.append(100.0 * seed_score(evaluations, key))
+                eval_steps.update(row["step"] for row in evaluations[-SCORED_EVALUATIONS:])
+                seeds.append(seed)
         trained = max([trained] + [row["step"] for row in read_evaluations(run_dir, "perf/steps_per_s")])
     if not scores:
         return None
-    sem = float(np.std(scores, ddof=1) / np.sqrt(len(scores))) if len(scores) > 1 else None
-    return {"dataset": dataset, "agent": agent, "success_mean": float(np.mean(scores)), "success_sem": sem,
+    return {"dataset": dataset, "agent": agent, "success_mean": float(np.mean(scores)),
+            "success_sem": standard_error(np.array(scores)),
             "steps": trained, "seeds": seeds, "partial": {"eval_steps": sorted(eval_steps)}}
 
 

@@ -88,3 +88,8 @@ def test_eval_start_beyond_the_run_is_refused():
     with pytest.raises(SystemExit) as exit_info:
         reproduce.main(["scene-play", "--steps", "100", "--eval-start", "200"])
     assert exit_info.value.code == 2
+
+
+@pytest.mark.parametrize("seeds", [[3], [0, 1, 2, 3], [4, 5]])
+def test_run_names_give_back_their_seeds(seeds):
+    assert reproduce.run_seeds(reproduce.run_name(seeds)) == seeds
