@@ -35,11 +35,14 @@ class GCBCConfig:
     actor_hidden_dims: Sequence[int] = (512, 512, 512)  # policy MLP widths
     layer_norm: bool = True  # LayerNorm after each hidden GELU
     actor_std: float = 1.0  # constant standard deviation of the Gaussian policy
+    actor_p_random_goal: float = 0.0  # chance an actor goal is a random state, not a future one (OGBench stitch: 0.5)
     encoder: str | None = None  # image encoder (early fusion of observation and goal) or None for states
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.lr <= 0 or self.actor_std <= 0:
             raise ValueError("need batch_size >= 1, lr > 0 and actor_std > 0")
+        if not 0.0 <= self.actor_p_random_goal <= 1.0:
+            raise ValueError(f"actor_p_random_goal {self.actor_p_random_goal}: must be within [0, 1]")
 
 
 class Actor(nn.Module):

@@ -51,6 +51,7 @@ class GCIQLConfig:
     p_current_goal: float = 0.2  # value goals: probability the goal is the state itself
     p_trajectory_goal: float = 0.5  # value goals: probability of a Geom(1 - gamma) future state
     p_random_goal: float = 0.3  # value goals: probability of a random dataset state
+    actor_p_random_goal: float = 0.0  # chance an actor goal is a random state, not a future one (OGBench stitch: 0.5)
     encoder: str | None = None  # image encoder (early fusion per network) or None for states
 
     def __post_init__(self) -> None:
@@ -59,6 +60,8 @@ class GCIQLConfig:
             raise ValueError(f"p_current_goal + p_trajectory_goal + p_random_goal = {total}; must be 1")
         if not (0 < self.gamma < 1 and 0 < self.expectile < 1 and 0 < self.tau <= 1):
             raise ValueError("need 0 < gamma < 1, 0 < expectile < 1 and 0 < tau <= 1")
+        if not 0.0 <= self.actor_p_random_goal <= 1.0:
+            raise ValueError(f"actor_p_random_goal {self.actor_p_random_goal}: must be within [0, 1]")
 
 
 class GoalFeatures(nn.Module):

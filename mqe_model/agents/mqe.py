@@ -53,6 +53,7 @@ class MQEConfig:
     lam: float = 0.95  # waypoint discount lambda: waypoints are Geom(1 - lambda) steps ahead
     p_next: float = 0.2  # probability that the waypoint is the next state (k' = 1)
     alpha: float = 1.0  # behaviour-cloning weight of the actor loss
+    actor_p_random_goal: float = 0.0  # chance an actor goal is a random state, not a future one (OGBench stitch: 0.5)
     zeta: float = 1.0  # weight of the action-invariance loss
     linex_clip: float = 5.0  # above this delta the LINEX backup uses its linear branch
     diag_weight: float = 0.5  # weight of the positive (diagonal) pairs in the backup mean
@@ -78,6 +79,8 @@ class MQEConfig:
             )
         if self.batch_size < 2:
             raise ValueError("batch_size must be >= 2: the backup contrasts pairs within a batch")
+        if not 0.0 <= self.actor_p_random_goal <= 1.0:
+            raise ValueError(f"actor_p_random_goal {self.actor_p_random_goal}: must be within [0, 1]")
 
     @property
     def step_scale(self) -> float:

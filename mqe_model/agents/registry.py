@@ -58,12 +58,13 @@ def spec(name: str) -> AgentSpec:
 def make_sampler(name: str, dataset: Dataset, config: Any) -> GoalSampler | RelabelSampler:
     """The batch sampler agent `name` trains on."""
     if name == "mqe":
-        return GoalSampler(dataset, SamplerConfig(config.gamma, config.lam, config.p_next))
+        return GoalSampler(dataset, SamplerConfig(config.gamma, config.lam, config.p_next,
+                                                  config.actor_p_random_goal))
     if name == "gcbc":
-        return RelabelSampler(dataset, RelabelConfig(with_value_goals=False))
+        return RelabelSampler(dataset, RelabelConfig(False, p_random_actor_goal=config.actor_p_random_goal))
     c = config
-    return RelabelSampler(dataset, RelabelConfig(True, c.gamma, c.p_current_goal,
-                                                 c.p_trajectory_goal, c.p_random_goal))
+    return RelabelSampler(dataset, RelabelConfig(True, c.gamma, c.p_current_goal, c.p_trajectory_goal,
+                                                 c.p_random_goal, c.actor_p_random_goal))
 
 
 def make_goal_and_act_fns(name: str, config: Any, action_dim: int) -> tuple[GoalFn, ActFn]:

@@ -1,7 +1,8 @@
 """Goal relabeling for the baselines (GCBC, GCIQL), as OGBench's GCDataset and BridgeData V2.
 
 For a state s_t (never the last step of its trajectory):
-- actor goal: a future state of the same trajectory, offset uniform in 1..steps_to_end;
+- actor goal: a future state of the same trajectory, offset uniform in 1..steps_to_end, or with
+  probability p_random_actor_goal any state of the dataset;
 - value goal (GCIQL): with probability p_current the state itself, p_trajectory a future state at
   offset min(Geom(1 - gamma), steps_to_end), p_random any state of the dataset;
 - reward 0 and mask 0 when the value goal is the state itself (same index), else reward -1, mask 1.
@@ -15,7 +16,7 @@ import dataclasses
 import numpy as np
 
 from mqe_model.data.dataset import Dataset
-from mqe_model.data.sampling import sample_uniform_future
+from mqe_model.data.sampling import sample_actor_goals
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +28,7 @@ class RelabelConfig:
     p_current: float = 0.2  # value goal = the state itself
     p_trajectory: float = 0.5  # value goal = geometric future state
     p_random: float = 0.3  # value goal = random dataset state
+    p_random_actor_goal: float = 0.0  # actor goal = random dataset state (else a uniform future one)
 
 
 class RelabelSampler:
@@ -46,7 +48,8 @@ class RelabelSampler:
         batch = {
             "observations": obs[idx],
             "actions": self.dataset.actions[idx],
-            "actor_goals": obs[idx + sample_uniform_future(rng, steps_left)],
+            "actor_goals": obs[sample_actor_goals(rng, idx, steps_left, self.dataset.size,
+                                                  self.config.p_random_actor_goal)],
         }
         if not self.config.with_value_goals:
             return batch

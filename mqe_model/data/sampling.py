@@ -4,7 +4,9 @@ For a state s_t with `steps_to_end` steps left in its trajectory:
 - the critic goal is s_{t+K}, K ~ Geom(1 - gamma), capped at the trajectory end;
 - the waypoint is s_{t+k'}: with probability p the next state (k' = 1), otherwise
   k' ~ Geom(1 - lambda) capped at K;
-- the actor goal is a uniformly drawn future state of the same trajectory.
+- the actor goal is a uniformly drawn future state of the same trajectory, or, with probability
+  p_random_actor_goal, any state of the dataset (OGBench's setting on stitch datasets, whose
+  trajectories are too short for a future state to be as far as an evaluation goal).
 All sampling uses an explicit `numpy.random.Generator`.
 """
 
@@ -42,6 +44,17 @@ def sample_uniform_future(rng: np.random.Generator, steps_to_end: np.ndarray) ->
     return rng.integers(1, np.asarray(steps_to_end) + 1)
 
 
+def sample_actor_goals(rng: np.random.Generator, idx: np.ndarray, steps_to_end: np.ndarray, dataset_size: int,
+                       p_random: float) -> np.ndarray:
+    """Dataset indices of actor goals for the states at `idx`: a uniform future state of the same
+    trajectory, or with probability `p_random` a uniformly random dataset state."""
+    future = idx + sample_uniform_future(rng, steps_to_end)
+    if p_random <= 0.0:  # the common case draws nothing more, so its batches stay as they were
+        return future
+    random_state = rng.integers(0, dataset_size, size=np.shape(idx))
+    return np.where(rng.random(np.shape(idx)) < p_random, random_state, future)
+
+
 @dataclasses.dataclass(frozen=True)
 class SamplerConfig:
     """How goals and waypoints are drawn."""
@@ -49,6 +62,7 @@ class SamplerConfig:
     gamma: float  # discount; critic goals are Geom(1 - gamma) steps ahead
     lam: float  # waypoint discount; waypoints are Geom(1 - lam) steps ahead, capped at the goal
     p_next: float  # probability that the waypoint is the next state
+    p_random_actor_goal: float = 0.0  # probability that the actor goal is a random dataset state
 
 
 class GoalSampler:
@@ -66,7 +80,7 @@ class GoalSampler:
         idx = rng.choice(self._starts, size=batch_size)
         steps_left = self._steps_to_end[idx]
         goal_offset, waypoint_offset = sample_offsets(rng, steps_left, c.gamma, c.lam, c.p_next)
-        actor_offset = sample_uniform_future(rng, steps_left)
+        actor_goal = sample_actor_goals(rng, idx, steps_left, self.dataset.size, c.p_random_actor_goal)
         obs = self.dataset.observations
         return {
             "observations": obs[idx],
@@ -74,5 +88,5 @@ class GoalSampler:
             "waypoints": obs[idx + waypoint_offset],
             "waypoint_offsets": waypoint_offset.astype(np.int32),
             "goals": obs[idx + goal_offset],
-            "actor_goals": obs[idx + actor_offset],
+            "actor_goals": obs[actor_goal],
         }

@@ -62,6 +62,15 @@ PAPER_RESULTS = {
 }
 
 
+# OGBench's published commands for stitch datasets give the value-based agents half their actor goals
+# from random dataset states (`actor_p_trajgoal=0.5 actor_p_randomgoal=0.5`): a stitch trajectory
+# spans ~4 maze cells, so its future states alone never show the actor a goal as far as an evaluation
+# task's. Without it, MQE scored 0% on pointmaze-giant-stitch while its critic ranked geodesic
+# distances well (docs/results/ogbench.md, section 4).
+STITCH_ACTOR_P_RANDOM_GOAL = 0.5
+STITCH_RANDOM_GOAL_AGENTS = ("mqe", "gciql")
+
+
 class ReproduceError(ValueError):
     """The reproduction cannot run as asked; the message says why and what to do."""
 
@@ -164,10 +173,19 @@ def checkpoint_interval(eval_every: int) -> int:
     return min(eval_every, default) if default % eval_every == 0 or eval_every % default == 0 else eval_every
 
 
+def protocol_overrides(agent: str, dataset: str) -> list[str]:
+    """The agent settings OGBench's protocol fixes for a dataset: MQE's alpha from the paper, and random
+    actor goals on stitch datasets for the value-based agents; `--set` comes after and wins."""
+    overrides = [f"alpha={paper_alpha(dataset)}"] if agent == "mqe" else []
+    if agent in STITCH_RANDOM_GOAL_AGENTS and dataset.removesuffix("-v0").endswith("-stitch"):
+        overrides.append(f"actor_p_random_goal={STITCH_ACTOR_P_RANDOM_GOAL}")
+    return overrides
+
+
 def train_command(cfg: ReproduceConfig, dataset: str, data: Path, seed: int, workdir: Path,
                   num_seeds: int = 1) -> list[str]:
     """The mqe-train command line of one run (seeds seed .. seed + num_seeds - 1)."""
-    overrides = ([f"alpha={paper_alpha(dataset)}"] if cfg.agent == "mqe" else []) + list(cfg.set)
+    overrides = protocol_overrides(cfg.agent, dataset) + list(cfg.set)
     command = [sys.executable, "-m", "mqe_model.train", "--agent", cfg.agent, "--preset", cfg.preset,
                "--data", str(data), "--workdir", str(workdir), "--steps", str(cfg.steps), "--seed", str(seed),
                "--eval-env", dataset, "--eval-every", str(cfg.eval_every), "--eval-start", str(cfg.eval_start),
@@ -264,7 +282,8 @@ def summarize(cfg: ReproduceConfig, dataset: str, data: Path, generated_by: str 
     paper = PAPER_RESULTS.get((cfg.agent, dataset))
     return {
         "dataset": dataset, "agent": cfg.agent, "preset": cfg.preset,
-        "alpha": paper_alpha(dataset) if cfg.agent == "mqe" else None, "overrides": list(cfg.set),
+        "alpha": paper_alpha(dataset) if cfg.agent == "mqe" else None,
+        "protocol_overrides": protocol_overrides(cfg.agent, dataset), "overrides": list(cfg.set),
         "steps": cfg.steps, "seeds": list(cfg.seeds), "vmap_seeds": cfg.vmap_seeds,
         "success_mean": float(scores.mean()), "success_sem": sem, "success_per_seed": scores.tolist(),
         "paper": {"mean": paper[0], "sem": paper[1]} if paper else None,

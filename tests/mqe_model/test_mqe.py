@@ -209,6 +209,8 @@ def test_bad_configs_are_rejected_with_the_fix():
         dataclasses.replace(mqe.get_config("tiny"), pairwise="fast")
     with pytest.raises(ValueError, match="unknown MQE preset 'bridg'"):
         mqe.get_config("bridg")
+    with pytest.raises(ValueError, match="actor_p_random_goal 1.5: must be within"):
+        dataclasses.replace(mqe.get_config("tiny"), actor_p_random_goal=1.5)
 
 
 def _reference_total_loss(params, batch, config):

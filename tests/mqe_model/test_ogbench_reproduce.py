@@ -22,6 +22,15 @@ def test_paper_alpha(dataset, alpha):
     assert reproduce.paper_alpha(dataset) == alpha
 
 
+def test_protocol_overrides_follow_ogbench():
+    assert reproduce.protocol_overrides("mqe", "pointmaze-giant-navigate-v0") == ["alpha=0.03"]
+    assert reproduce.protocol_overrides("mqe", "pointmaze-giant-stitch-v0") == [
+        "alpha=0.03", "actor_p_random_goal=0.5"]
+    assert reproduce.protocol_overrides("gciql", "antmaze-large-stitch") == ["actor_p_random_goal=0.5"]
+    assert reproduce.protocol_overrides("gcbc", "pointmaze-giant-stitch-v0") == []
+    assert reproduce.protocol_overrides("gciql", "scene-play-v0") == []
+
+
 def test_score_is_mean_of_last_three_evaluations():
     rows = [{"step": s, "eval/success": v} for s, v in ((1, 0.0), (2, 0.2), (3, 0.4), (4, 0.6))]
     assert reproduce.seed_score(rows) == pytest.approx(0.4)

@@ -4,6 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqe_model.data.dataset import Dataset, DatasetError
+from mqe_model.data.relabel import RelabelConfig, RelabelSampler
 from mqe_model.data.sampling import GoalSampler, SamplerConfig, sample_offsets
 
 
@@ -83,6 +84,34 @@ def test_actor_goals_are_uniform_over_the_future():
     offsets = batch["actor_goals"][first, 1].astype(int)
     counts = np.bincount(offsets, minlength=11)[1:]
     assert counts.min() > 0.8 * counts.mean()  # 10 equally likely futures
+
+
+@pytest.mark.parametrize("sampler_of", [
+    lambda data, p: GoalSampler(data, SamplerConfig(0.9, 0.8, 0.2, p_random_actor_goal=p)),
+    lambda data, p: RelabelSampler(data, RelabelConfig(False, p_random_actor_goal=p)),
+    lambda data, p: RelabelSampler(data, RelabelConfig(True, 0.9, 0.2, 0.5, 0.3, p_random_actor_goal=p)),
+], ids=["mqe", "gcbc", "gciql"])
+def test_random_actor_goals_cover_the_dataset_at_their_rate(sampler_of):
+    lengths, p, n = [4, 6, 3, 7], 0.3, 40_000
+    batch = sampler_of(trajectories(lengths), p).sample(np.random.default_rng(5), n)
+    s, ag = batch["observations"].astype(int), batch["actor_goals"].astype(int)
+    traj_lengths = np.array(lengths)[s[:, 0]]
+    in_future = (ag[:, 0] == s[:, 0]) & (ag[:, 1] > s[:, 1])
+    # A random goal is any of the 20 states, so it falls in the state's own future now and then.
+    expected = 1 - p + p * np.mean((traj_lengths - 1 - s[:, 1]) / sum(lengths))
+    assert in_future.mean() == pytest.approx(expected, abs=4 * np.sqrt(expected * (1 - expected) / n))
+    index = np.cumsum([0, *lengths[:-1]])[ag[:, 0]] + ag[:, 1]
+    assert np.bincount(index, minlength=sum(lengths)).min() > 0  # every state of the dataset is drawn
+
+
+def test_without_random_actor_goals_the_batches_are_unchanged():
+    data = trajectories([5, 2, 30, 3])
+    old = GoalSampler(data, SamplerConfig(0.9, 0.8, 0.2)).sample(np.random.default_rng(6), 500)
+    new = GoalSampler(data, SamplerConfig(0.9, 0.8, 0.2, 0.0)).sample(np.random.default_rng(6), 500)
+    for key in old:
+        np.testing.assert_array_equal(old[key], new[key])
+    with_random = GoalSampler(data, SamplerConfig(0.9, 0.8, 0.2, 1.0)).sample(np.random.default_rng(6), 500)
+    assert not np.array_equal(with_random["actor_goals"], old["actor_goals"])
 
 
 def test_dataset_rejects_single_step_trajectories():
