@@ -397,14 +397,18 @@ class MQEAgent(flax.struct.PyTreeNode):
     @jax.jit
     def distance(self, observations: jax.Array, goals: jax.Array) -> jax.Array:
         """Estimated temporal distance from each observation to its goal, in environment steps."""
-        psi = Critic(self.config).apply(
-            {"params": self.params["critic"]},
-            jnp.concatenate([observations, goals], axis=0),
-            method=Critic.psi,
-        )
-        psi_s, psi_g = jnp.split(psi, 2, axis=1)
-        d = jnp.min(mrn_distance(psi_s, psi_g, self.config.num_components), axis=0)
-        return d / self.config.step_scale
+        return state_goal_distance(self.params["critic"], self.config, observations, goals)
+
+
+def state_goal_distance(critic_params: Any, config: MQEConfig, observations: jax.Array,
+                        goals: jax.Array) -> jax.Array:
+    """min over heads of MRN(psi(s), psi(g)) / -log(gamma): the critic's distance in environment steps
+    (psi(s) needs no action; the invariance loss pulls it onto phi(s, a) for the data's actions)."""
+    psi = Critic(config).apply(
+        {"params": critic_params}, jnp.concatenate([observations, goals], axis=0), method=Critic.psi
+    )
+    psi_s, psi_g = jnp.split(psi, 2, axis=1)
+    return jnp.min(mrn_distance(psi_s, psi_g, config.num_components), axis=0) / config.step_scale
 
 
 def create_seeds(seeds: Sequence[int], example_batch: dict[str, Any], config: MQEConfig) -> MQEAgent:

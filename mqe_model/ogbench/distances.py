@@ -10,10 +10,8 @@ the maze map): Spearman correlation, and the mean d per geodesic bucket, for eac
 and pooled over seeds. A critic that learned only local structure shows a flat mean d beyond a
 few cells.
 
-d is the agent's own state-to-goal distance, `MQEAgent.distance`: the minimum over the ensemble
-heads of MRN(psi(s), psi(g)), divided by -log(gamma), i.e. in environment steps. It uses psi(s)
-(which the action-invariance loss pulls onto phi(s, a) for the data's actions), so no action is
-needed. Bad input: one line, exit 2.
+d is the agent's own state-to-goal distance (`mqe.state_goal_distance`, as `MQEAgent.distance`),
+in environment steps. Bad input: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -107,16 +105,10 @@ def load_run(workdir: Path) -> tuple[Path, dict[str, Any], Any, Any]:
 def critic_distances(config: Any, critic_params: Any, observations: np.ndarray, goals: np.ndarray) -> np.ndarray:
     """(seeds, B) `MQEAgent.distance` of each observation to its goal, for each seed's critic."""
     import jax
-    import jax.numpy as jnp
 
-    from mqe_model.agents.mqe import Critic
-    from mqe_model.quasimetric import mrn_distance
+    from mqe_model.agents.mqe import state_goal_distance
 
-    def one(params: Any) -> jax.Array:
-        psi = Critic(config).apply({"params": params}, jnp.concatenate([observations, goals]), method=Critic.psi)
-        psi_s, psi_g = jnp.split(psi, 2, axis=1)
-        return jnp.min(mrn_distance(psi_s, psi_g, config.num_components), axis=0) / config.step_scale
-
+    one = lambda params: state_goal_distance(params, config, observations, goals)  # noqa: E731
     return np.asarray(jax.jit(jax.vmap(one))(critic_params))
 
 
