@@ -7,10 +7,11 @@
 # SEEDS seeds vmapped in one run, the entry's agents sharing that GPU. The data of every dataset is
 # generated first (mqe-ogbench-data, all datasets at once, the cores shared among them by cost). The number
 # of updates is what fits SECONDS: for each distinct set of agents a probe first trains those agents
-# at once on the GPU of the set's first entry (as the real runs will share theirs) and measures the
-# slowest one's updates per second; an entry's runs then get SAFETY x rate x SECONDS updates,
-# rounded down to a multiple of MIN_STEPS (the same for every agent of the entry, so they compare at
-# equal updates). Evaluations every tenth of the run, the last EVALS of them only (3: just the ones
+# at once on the GPU of the set's first entry (as the real runs will share theirs) and measures their
+# updates per second; an entry's runs then get SAFETY x rate x SECONDS updates, where rate is what
+# each of them does when all stop at the same count (the GPU time-slices, so the fast runs finish
+# early and leave it to the slow: `mqe_model/ogbench/sweep_plan.py`), rounded down to a multiple of
+# MIN_STEPS (the same for every agent of the entry, so they compare at equal updates). Evaluations every tenth of the run, the last EVALS of them only (3: just the ones
 # OGBench's score averages; 10: a learning curve).
 #
 # SECONDS covers the updates only. Evaluations run on the CPU beside them, in single-threaded worker
@@ -149,23 +150,7 @@ log "probes, $seeds seeds per run, agents of a set sharing one GPU: ${rates[*]} 
 for name in "${datasets[@]}"; do generated "$name"; done
 log "data ready"
 
-plan=$($python - "$work" "$safety" "$unit" "$seeds" "$preset" "${rates[*]}" "${entries[@]}" <<'EOF'
-import json, sys
-work, safety, unit, seeds, preset, rates, *entries = sys.argv[1:]
-rates = {run: float(r) for run, r in (item.split("=") for item in rates.split())}
-plan = {"probe_updates_per_s": rates, "safety": float(safety), "seeds": int(seeds), "preset": preset, "rows": []}
-for entry in entries:
-    name, gpu, seconds, evals, agents = entry.split(":")
-    slowest = min(rates[f"{agents}/{agent}"] for agent in agents.split("+"))
-    steps = max(int(unit), int(float(safety) * slowest * int(seconds)) // int(unit) * int(unit))
-    every = steps // 10
-    plan["rows"].append({"dataset": name, "gpu": int(gpu), "agents": agents.split("+"), "seconds": int(seconds),
-                         "steps": steps, "eval_every": every, "eval_start": steps - (int(evals) - 1) * every})
-json.dump(plan, open(f"{work}/plan.json", "w"), indent=2)
-for row in plan["rows"]:
-    print(row["dataset"], row["gpu"], "+".join(row["agents"]), row["steps"], row["eval_every"], row["eval_start"])
-EOF
-)
+plan=$($python -m mqe_model.ogbench.sweep_plan "$work" "$safety" "$unit" "$seeds" "$preset" "${rates[*]}" "${entries[@]}")
 seed_list=$(seq -s ' ' 0 $((seeds - 1)))
 while read -r name gpu agents steps every start; do
     for agent in $(tr '+' ' ' <<<"$agents"); do

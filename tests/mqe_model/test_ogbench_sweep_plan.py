@@ -1,0 +1,40 @@
+"""The sweep's update budget: shared GPU rates and the plan rows."""
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mqe_model.ogbench import sweep_plan
+
+
+def test_shared_rate_of_the_first_sweeps_probe():
+    # MQE, GCIQL, GCBC together on scene-play: 115, 390, 1580 updates/s; the runs then averaged 247-301.
+    assert sweep_plan.shared_rate([115, 390, 1580]) == pytest.approx(3 / (1 / 115 + 1 / 390 + 1 / 1580))
+    assert 250 < sweep_plan.shared_rate([115, 390, 1580]) < 255
+    assert sweep_plan.shared_rate([375.0]) == 375.0
+
+
+@given(st.lists(st.floats(1.0, 1e4), min_size=1, max_size=6))
+def test_shared_rate_lies_between_the_slowest_and_k_times_it(rates):
+    rate = sweep_plan.shared_rate(rates)
+    assert min(rates) * (1 - 1e-9) <= rate <= len(rates) * min(rates) * (1 + 1e-9)
+
+
+def test_shared_rate_refuses_nonpositive_rates():
+    with pytest.raises(ValueError, match="rates must be positive"):
+        sweep_plan.shared_rate([100.0, 0.0])
+
+
+def test_plan_rows_and_file(tmp_path, capsys):
+    rates = "mqe+gcbc/mqe=100 mqe+gcbc/gcbc=300 mqe/mqe=200"
+    entries = ["scene-play-v0:0:1000:3:mqe+gcbc", "pointmaze-giant-stitch-v0:1:500:10:mqe"]
+    assert sweep_plan.main([str(tmp_path), "0.8", "1000", "4", "ogbench_state", rates, *entries]) == 0
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    scene, maze = plan["rows"]
+    assert scene["updates_per_s"] == pytest.approx(150.0)  # 2 / (1/100 + 1/300)
+    assert scene["steps"] == 120_000 and scene["eval_every"] == 12_000 and scene["eval_start"] == 96_000
+    assert maze["steps"] == 80_000 and maze["eval_start"] == 8_000 and maze["agents"] == ["mqe"]
+    assert capsys.readouterr().out.splitlines() == [
+        "scene-play-v0 0 mqe+gcbc 120000 12000 96000", "pointmaze-giant-stitch-v0 1 mqe 80000 8000 8000"]
