@@ -51,11 +51,12 @@ def load_runtimes(settings: ServeSettings) -> dict[str, Any]:
     from server.runtime import PolicyRuntime
 
     devices = jax.local_devices()
-    return {
-        name: PolicyRuntime.load(path, settings.batch_buckets, devices[i % len(devices)],
-                                 settings.max_image_pixels, name)
-        for i, (name, path) in enumerate(settings.policies.items())
-    }
+    runtimes = {}
+    for i, (name, path) in enumerate(settings.policies.items()):
+        device = devices[i % len(devices)]
+        runtimes[name] = PolicyRuntime.load(path, settings.batch_buckets, device, settings.max_image_pixels,
+                                            name, settings.stacks_encoders_on(device.platform))
+    return runtimes
 
 
 @dataclasses.dataclass

@@ -26,6 +26,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from mqe_model.agents.registry import can_stack_encoders
 from mqe_model.data.images import preprocess_image
 from mqe_model.policy import Policy, load_policy, serving_fns
 from server.protocol import ErrorCode, ProtocolError
@@ -68,7 +69,7 @@ class PolicyRuntime:
     max_pixels: int = DEFAULT_MAX_PIXELS  # larger images (array or decoded) are refused
     checkpoint_dir: Path | None = None  # where it was loaded from, for logs and metadata
     warmup_s: float = 0.0  # compile + first run of every bucket at load
-    stack_encoders: bool = False  # image MQE: actor and critic encoders as one vmapped network
+    stack_encoders: bool = False  # actor and critic encoders run as one vmapped network (image MQE only)
     _compiled: dict[int, Any] = dataclasses.field(default_factory=dict, repr=False)
     _compiled_goal: Any = dataclasses.field(default=None, repr=False)  # goal codes of one goal
     _params: Any = dataclasses.field(default=None, repr=False)  # policy.params in the serving layout
@@ -84,10 +85,11 @@ class PolicyRuntime:
         """Load a checkpoint, compile the act function for every bucket and warm it up."""
         policy = load_policy(checkpoint_dir)
         device = device if device is not None else jax.local_devices()[0]
+        stacked = stack_encoders and can_stack_encoders(policy.agent_name, policy.config)
         runtime = cls(policy, name, tuple(sorted(set(buckets))), device, max_pixels,
-                      Path(checkpoint_dir), stack_encoders=stack_encoders)
+                      Path(checkpoint_dir), stack_encoders=stacked)
         prepare, runtime._goal_fn, runtime._act_fn = serving_fns(policy.agent_name, policy.config,
-                                                                 policy.action_stats, stack_encoders)
+                                                                 policy.action_stats, stacked)
         runtime._params = jax.device_put(prepare(policy.params), device)
         start = time.perf_counter()
         runtime._compiled_goal = jax.jit(runtime._goal_fn).lower(runtime._params, runtime._spec(1)).compile()
@@ -101,8 +103,9 @@ class PolicyRuntime:
             jax.block_until_ready(runtime._compiled[size](runtime._params, obs,
                                                           np.repeat(codes[None], size, axis=0)))
         runtime.warmup_s = time.perf_counter() - start
-        logger.info("policy %s (%s step %d) ready on %s: buckets %s compiled and warmed in %.1f s",
-                    name, policy.agent_name, policy.step, device, runtime.buckets, runtime.warmup_s)
+        logger.info("policy %s (%s step %d) ready on %s%s: buckets %s compiled and warmed in %.1f s",
+                    name, policy.agent_name, policy.step, device, ", encoders stacked" if stacked else "",
+                    runtime.buckets, runtime.warmup_s)
         return runtime
 
     def _spec(self, size: int) -> jax.ShapeDtypeStruct:

@@ -106,11 +106,17 @@ def test_state_policy(state_runtime):
     assert state_runtime.metadata["image"] is None and state_runtime.metadata["observation"]["shape"] == [6]
 
 
+def test_stacking_asked_of_a_state_policy_changes_nothing(state_ckpt):
+    runtime = PolicyRuntime.load(state_ckpt, buckets=(1,), name="state-stacked", stack_encoders=True)
+    assert not runtime.stack_encoders  # nothing to stack: a state MQE policy has no image encoders
+
+
 def test_stacked_encoders_serve_the_same_actions(runtime, image_ckpt):
     from mqe_model.agents.mqe import STACKED_ENCODERS
 
     stacked = PolicyRuntime.load(image_ckpt, buckets=(2,), name="img-stacked", stack_encoders=True)
     assert STACKED_ENCODERS in stacked._params and STACKED_ENCODERS not in runtime._params
+    assert stacked.stack_encoders and not runtime.stack_encoders
     obs, goals = images(2, seed=4), images(2, seed=5)
     codes = codes_of(stacked, goals)
     np.testing.assert_allclose(codes, codes_of(runtime, goals), rtol=1e-5, atol=1e-6)

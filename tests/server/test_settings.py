@@ -30,10 +30,19 @@ def test_env_never_names_checkpoints():
     ({"policy": ("nodir",)}, "NAME=CHECKPOINT_DIR"),
     ({"port": 0}, "not a TCP port"),
     ({"batch_buckets": (0,)}, "positive"),
+    ({"stack_encoders": "yes"}, "choose auto, on or off"),
 ])
 def test_bad_combinations_are_rejected(kwargs, match):
     with pytest.raises(SettingsError, match=match):
         ServeSettings(**kwargs)
+
+
+def test_encoders_stack_on_gpus_unless_told():
+    auto, on, off = (ServeSettings(stack_encoders=v) for v in ("auto", "on", "off"))
+    assert ServeSettings().stack_encoders == "auto"
+    assert auto.stacks_encoders_on("gpu") and not auto.stacks_encoders_on("cpu")
+    assert on.stacks_encoders_on("cpu") and not off.stacks_encoders_on("gpu")
+    assert parse(["--stack-encoders", "on"], {}).stack_encoders == "on"
 
 
 def test_non_loopback_is_allowed_with_a_token_or_insecure():
