@@ -22,7 +22,8 @@
 #
 # The runs start in their own process session and outlive this script: poll WORK/logs and
 # WORK/runs, or wait for WORK/done/<dataset>-<agent> (its content is the exit code). Rows land in
-# WORK/runs/<dataset>/<agent>.{json,md} (`mqe-ogbench-table WORK/runs` prints them as the table).
+# WORK/runs/<dataset>/<agent>.{json,md} (`mqe-ogbench-table WORK/runs` prints them as the table);
+# maze MQE runs add WORK/runs/<dataset>/mqe-distances.json (`mqe-ogbench-distances`).
 # WORK/plan.json records the probes and the chosen updates. What to keep (rows, metrics, logs; not
 # the checkpoints, data or compilation cache): tar czf sweep.tgz -C WORK --exclude=checkpoints
 # --exclude=data --exclude=probe --exclude=jax-cache .
@@ -152,14 +153,23 @@ log "data ready"
 
 plan=$($python -m mqe_model.ogbench.sweep_plan "$work" "$safety" "$unit" "$seeds" "$preset" "${rates[*]}" "${entries[@]}")
 seed_list=$(seq -s ' ' 0 $((seeds - 1)))
+run_dir=$( ((seeds == 1)) && echo seed0 || echo "seeds0-$((seeds - 1))")  # reproduce.run_name
 while read -r name gpu agents steps every start; do
     for agent in $(tr '+' ' ' <<<"$agents"); do
         log "start $name $agent on GPU $gpu: $steps updates, evaluations every $every from $start"
+        # A maze MQE run also gets its critic's distances against the maze's shortest paths, from the
+        # final checkpoint, which the pack leaves behind (on the CPU: the GPU may still be busy).
+        distances=""
+        if [[ $agent == mqe && ( $name == pointmaze* || $name == antmaze* ) ]]; then
+            distances="JAX_PLATFORMS=cpu $python -m mqe_model.ogbench.distances --env $name \
+                --workdir '$work/runs/$name/mqe/$run_dir' --out '$work/runs/$name/mqe-distances.json' \
+                >'$work/logs/$name-mqe-distances.log' 2>&1;"
+        fi
         CUDA_VISIBLE_DEVICES=$gpu XLA_PYTHON_CLIENT_MEM_FRACTION=$(memory "$gpu") setsid bash -c \
             "$python -m mqe_model.ogbench.reproduce $name --agent $agent --preset $preset --seeds $seed_list \
              --vmap-seeds --steps $steps --eval-every $every --eval-start $start --eval-workers $eval_workers \
              --data $(data_file "$name") --runs-dir '$work/runs' --no-progress ${EXTRA_REPRO_ARGS:-}; \
-             echo \$? >'$work/done/$name-$agent'" >"$work/logs/$name-$agent.log" 2>&1 </dev/null &
+             status=\$?; $distances echo \$status >'$work/done/$name-$agent'" >"$work/logs/$name-$agent.log" 2>&1 </dev/null &
     done
 done <<<"$plan"
 log "all runs started; rows in $work/runs/<dataset>/<agent>.json"

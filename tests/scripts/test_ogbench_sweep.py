@@ -55,6 +55,17 @@ def test_sweep_plans_from_the_probes_and_writes_rows(tmp_path):
         assert steps == list(range(row["eval_start"], row["steps"] + 1, row["eval_every"]))[-evals:]
 
 
+def test_maze_mqe_runs_leave_their_critic_distances(tmp_path):
+    work = tmp_path / "sweep"
+    result = subprocess.run(["bash", str(SCRIPT), str(work), f"{DATASET}:0:1:1:mqe"], env=sweep_env(),
+                            cwd=SCRIPT.parents[1], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    row = wait_for_row(work, "mqe")
+    report = json.loads((work / "runs" / DATASET / "mqe-distances.json").read_text())
+    assert report["env"] == DATASET and report["step"] == row["steps"] and report["num_seeds"] == 2
+    assert [s["seed"] for s in report["per_seed"]] == [0, 1] and -1 <= report["pooled"]["spearman"] <= 1
+
+
 @pytest.mark.parametrize("entries, message", [
     ([f"{DATASET}:gpu0:100:3"], "expected DATASET:GPU:SECONDS:EVALS"),
     ([f"{DATASET}:0:100:11"], "EVALS in 1..10"),
