@@ -21,6 +21,7 @@ import tyro
 
 from mqe_model import checkpoints
 from mqe_model.checkpoints import CheckpointError
+from mqe_model.cli_logging import setup_logging
 
 logger = logging.getLogger(__name__)
 
@@ -79,9 +80,7 @@ def directory_bytes(path: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit code (2 for bad input)."""
-    # force: importing orbax installs a root handler, which would make basicConfig a no-op.
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", force=True)
-    logging.getLogger("absl").setLevel(logging.ERROR)
+    setup_logging(timestamps=False, absl_level=logging.ERROR)
     cfg = tyro.cli(ExportConfig, args=argv)
     try:
         dest = export(cfg)

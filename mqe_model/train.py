@@ -27,6 +27,7 @@ from mqe_model import checkpoints
 from mqe_model.agents import registry
 from mqe_model.batches import BatchStream, plan_chunks
 from mqe_model.checkpoints import CheckpointError
+from mqe_model.cli_logging import setup_logging
 from mqe_model.data.augment import AUGMENTATIONS, DEFAULT_PROB, augment_batch
 from mqe_model.data.dataset import DatasetError
 from mqe_model.data.prepare import PreparedData, prepare
@@ -302,9 +303,7 @@ def train(cfg: TrainConfig, setup: RunSetup) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit code (2 for bad input)."""
-    # force: importing orbax installs a root handler, which would make basicConfig a no-op.
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
-    logging.getLogger("absl").setLevel(logging.WARNING)
+    setup_logging()
     try:
         cfg = tyro.cli(TrainConfig, args=argv)
         try:

@@ -29,6 +29,7 @@ import tyro
 
 from mqe_model import checkpoints
 from mqe_model.checkpoints import CheckpointError
+from mqe_model.cli_logging import setup_logging
 
 BUCKETS = ((0, 2), (3, 5), (6, 10), (11, 20), (21, 40), (41, None))  # geodesic cells, inclusive
 MAZE_PREFIXES = ("pointmaze-", "antmaze-")  # locomaze environments with a maze_map and xy first
@@ -171,9 +172,7 @@ def format_table(report: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit code (2 for bad input)."""
-    # force: importing orbax installs a root handler, which would make basicConfig a no-op.
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", force=True)
-    logging.getLogger("absl").setLevel(logging.ERROR)
+    setup_logging(timestamps=False, absl_level=logging.ERROR)
     cfg = tyro.cli(DistancesConfig, args=argv)
     try:
         report = diagnose(cfg)

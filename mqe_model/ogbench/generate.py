@@ -25,6 +25,7 @@ from typing import Annotated, Any
 import numpy as np
 import tyro
 
+from mqe_model.cli_logging import setup_logging
 from mqe_model.ogbench import manip_data, maze_data
 
 logger = logging.getLogger(__name__)
@@ -247,8 +248,7 @@ def generate(cfg: GenerateConfig) -> dict[str, Path]:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit code (2 for bad input)."""
-    # force: importing orbax installs a root handler, which would make basicConfig a no-op.
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    setup_logging()
     try:
         generate(tyro.cli(GenerateConfig, args=argv))
     except GenerateError as e:

@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 import tyro
 
+from mqe_model.cli_logging import setup_logging
 from mqe_model.ogbench import generate
 
 logger = logging.getLogger(__name__)
@@ -342,8 +343,7 @@ def reproduce(cfg: ReproduceConfig) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit code (2 for bad input or a failed run)."""
-    # force: importing orbax installs a root handler, which would make basicConfig a no-op.
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    setup_logging()
     try:
         reproduce(tyro.cli(ReproduceConfig, args=argv))
     except (ReproduceError, generate.GenerateError) as e:
