@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from mqe_model.agents import registry
 from mqe_model.ogbench import reproduce
 
 pytest.importorskip("ogbench", reason="the reproduction needs `pip install ogbench` (and MuJoCo)")
@@ -29,6 +31,12 @@ def test_protocol_overrides_follow_ogbench():
     assert reproduce.protocol_overrides("gciql", "antmaze-large-stitch") == ["actor_p_random_goal=0.5"]
     assert reproduce.protocol_overrides("gcbc", "pointmaze-giant-stitch-v0") == []
     assert reproduce.protocol_overrides("gciql", "scene-play-v0") == []
+    cfg = reproduce.ReproduceConfig("pointmaze-giant-stitch-v0", set=("actor_p_random_goal=0.2",))
+    command = reproduce.train_command(cfg, "pointmaze-giant-stitch-v0", Path("d.npz"), 0, Path("w"))
+    overrides = command[command.index("--set") + 1:]  # --set comes last but for --no-progress
+    assert overrides[:3] == ["alpha=0.03", "actor_p_random_goal=0.5", "actor_p_random_goal=0.2"]
+    config = registry.apply_overrides(registry.spec("mqe").get_config("ogbench_state"), tuple(overrides[:3]))
+    assert config.actor_p_random_goal == 0.2 and config.alpha == 0.03  # the user's --set wins
 
 
 def test_score_is_mean_of_last_three_evaluations():
