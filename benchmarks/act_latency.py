@@ -16,6 +16,7 @@ their ratio.
 from __future__ import annotations
 
 import dataclasses
+import json
 import statistics
 import sys
 import tempfile
@@ -44,6 +45,7 @@ class Args:
     paced_runs: int = 20  # paced calls timed
     profile_calls: int = 20  # acts in the profiler trace (GPU only; 0: no trace)
     top: int = 12  # kernels listed
+    json: Path | None = None  # also write the figures (ms) here, e.g. for benchmarks.xla_flags
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     from mqe_model.agents.registry import can_stack_encoders
 
-    device, baseline = jax.devices()[0], None
+    device, baseline, report = jax.devices()[0], None, {}
     runtime = PolicyRuntime.load(checkpoint, buckets=(args.batch,))
     # an image MQE policy has a second layout to compare with: its two encoders stacked
     stackable = can_stack_encoders(runtime.policy.agent_name, runtime.policy.config)
@@ -86,10 +88,16 @@ def main(argv: list[str] | None = None) -> int:
                   f"({kernel_us / 1e3 / figures['back_to_back']:.0%} of the back-to-back time)")
             for name, us, count in rows[:args.top]:
                 print(f"{us:9.1f} us {100 * us / kernel_us:5.1f}%  x{count:5.1f}  {name[:80]}")
+        layout = "stacked" if stack else "separate"
+        report.update({f"{layout}: goal encoding ms": figures["goal"],
+                       f"{layout}: act back to back ms": figures["back_to_back"],
+                       f"{layout}: act at {args.hz:g} Hz ms": figures["paced"]})
         if baseline is not None:
             print(f"stacked / separate: back to back {figures['back_to_back'] / baseline['back_to_back']:.2f}x, "
                   f"at {args.hz:g} Hz {figures['paced'] / baseline['paced']:.2f}x")
         baseline = figures
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0
 
 

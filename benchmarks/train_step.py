@@ -15,7 +15,9 @@ Also checks that the fused losses match the naive ones (relative difference).
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -37,6 +39,7 @@ class BenchConfig:
     iters: int = 30  # timed dispatches per measurement
     warmup: int = 3  # untimed dispatches first (compilation)
     precisions: tuple[str, ...] = ("float32", "tensorfloat32", "bfloat16")  # matmul precisions of the fused variant
+    json: Path | None = None  # also write the figures (steps/s) here, e.g. for benchmarks.xla_flags
 
 
 def random_batches(rng: np.random.Generator, lead: tuple[int, ...], cfg: BenchConfig, batch: int) -> dict:
@@ -112,9 +115,11 @@ def main(cfg: BenchConfig) -> None:
             base, pairwise="fused", matmul_precision=precision
         )
     print(f"{'variant':<24}{'1 seed steps/s':>16}{'ratio':>8}{f'{cfg.seeds} seeds seed-steps/s':>26}{'ratio':>8}{'max rel. loss diff':>20}")
-    baseline = None
+    baseline, report = None, {}
     for name, variant in variants.items():
         r = measure(variant, cfg)
+        report[f"{name}: 1 seed steps/s"] = r["steps_per_s"]
+        report[f"{name}: {cfg.seeds} seeds seed-steps/s"] = r["seed_steps_per_s"]
         baseline = baseline or r
         diff = loss_difference(naive, variant, cfg)
         print(
@@ -122,6 +127,8 @@ def main(cfg: BenchConfig) -> None:
             f"{r['seed_steps_per_s']:>26.0f}{r['seed_steps_per_s'] / baseline['seed_steps_per_s']:>7.2f}x"
             f"{diff:>20.1e}"
         )
+    if cfg.json is not None:
+        cfg.json.write_text(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,52 @@
+"""benchmarks.xla_flags on the CPU: one process per setting, ratios to the first, refused flags reported."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import train_step, xla_flags
+
+ACT_ARGS = "--preset tiny --image-size 0 --runs 5 --paced-runs 2 --hz 50 --profile-calls 0"
+
+
+def test_settings_run_apart_and_compare_to_the_first(capsys):
+    code = xla_flags.main(["--target", "act_latency", f"--target-args={ACT_ARGS}",
+                           "--variant", "base=", "--variant", "one thread=--xla_cpu_multi_thread_eigen=false",
+                           "--variant", "bogus=--xla_no_such_flag_anywhere=1"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "\nseparate: act back to back ms\n" in out
+    assert "  base" in out and "1.00x" in out  # the baseline against itself
+    one_thread = [line for line in out.splitlines() if line.startswith("  one thread")]
+    assert len(one_thread) == 3 and all(line.endswith("x") for line in one_thread)  # 3 figures, each a ratio
+    assert "setting 'bogus'" in out and "no figures (exit" in out  # XLA refused the unknown flag
+
+
+def test_bad_variants_exit_2(capsys):
+    assert xla_flags.main(["--variant", "no-equals-sign"]) == 2
+    assert "expected NAME=FLAGS" in capsys.readouterr().err
+    assert xla_flags.main(["--variant", "a=", "--variant", "a=--x"]) == 2
+    assert "repeat" in capsys.readouterr().err
+
+
+def test_a_failing_baseline_exits_1(capsys):
+    assert xla_flags.main(["--target", "act_latency", f"--target-args={ACT_ARGS}",
+                           "--variant", "bogus=--xla_no_such_flag_anywhere=1"]) == 1
+    assert "the baseline 'bogus' gave no figures" in capsys.readouterr().err
+
+
+def test_train_step_writes_its_figures(tmp_path):
+    out = tmp_path / "f.json"
+    train_step.main(train_step.BenchConfig(preset="tiny", obs_dim=4, action_dim=2, seeds=2, scan=2, iters=1,
+                                           warmup=1, precisions=("float32",), json=out))
+    figures = json.loads(out.read_text())
+    assert set(figures) == {"naive f32 (baseline): 1 seed steps/s", "naive f32 (baseline): 2 seeds seed-steps/s",
+                            "fused float32: 1 seed steps/s", "fused float32: 2 seeds seed-steps/s"}
+    assert all(v > 0 for v in figures.values())
+
+
+@pytest.mark.parametrize("items", [("x=",), ("x=--a", "y=--b --c")])
+def test_parse_variants(items):
+    assert [name for name, _ in xla_flags.parse_variants(items)] == [i.split("=")[0] for i in items]
