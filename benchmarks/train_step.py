@@ -4,6 +4,7 @@ Measures, in one run and on one device:
 - the naive all-pairs MRN (broadcast difference tensor) as the baseline,
 - the fused all-pairs MRN (matmul for the symmetric part, fused max-reduction for the asymmetric
   part with a recomputing backward pass),
+- on a GPU also that maximum in tiled Pallas kernels (`pairwise="pallas"`, `mqe_model/pallas_max.py`),
 each for one seed and for several seeds trained at once with `jax.vmap`, with `--scan` updates
 per dispatch. Batches are random and already on the device, so this times the update alone.
 Also checks that the fused losses match the naive ones (relative difference).
@@ -39,6 +40,7 @@ class BenchConfig:
     iters: int = 30  # timed dispatches per measurement
     warmup: int = 3  # untimed dispatches first (compilation)
     precisions: tuple[str, ...] = ("float32", "tensorfloat32", "bfloat16")  # matmul precisions of the fused variant
+    pallas: bool | None = None  # also the Pallas-tiled maximum (pairwise='pallas') at each precision; None: on a GPU only
     json: Path | None = None  # also write the figures (steps/s) here, e.g. for benchmarks.xla_flags
 
 
@@ -110,10 +112,10 @@ def main(cfg: BenchConfig) -> None:
     )
     naive = dataclasses.replace(base, pairwise="naive", matmul_precision="float32")
     variants = {"naive f32 (baseline)": naive}
-    for precision in cfg.precisions:
-        variants[f"fused {precision}"] = dataclasses.replace(
-            base, pairwise="fused", matmul_precision=precision
-        )
+    kinds = ("fused", "pallas") if (cfg.pallas if cfg.pallas is not None else device.platform == "gpu") else ("fused",)
+    for kind in kinds:
+        for precision in cfg.precisions:
+            variants[f"{kind} {precision}"] = dataclasses.replace(base, pairwise=kind, matmul_precision=precision)
     print(f"{'variant':<24}{'1 seed steps/s':>16}{'ratio':>8}{f'{cfg.seeds} seeds seed-steps/s':>26}{'ratio':>8}{'max rel. loss diff':>20}")
     baseline, report = None, {}
     for name, variant in variants.items():

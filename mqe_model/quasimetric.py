@@ -10,7 +10,8 @@ Two ways to evaluate it:
 - `mrn_pairwise(x, y)`: all pairs of two sets, (..., B, D) x (..., C, D) -> (..., B, C), without
   materialising the (..., B, C, D) difference tensor: the symmetric part is a matrix product
   (|x|^2 + |y|^2 - 2 x.y) and the asymmetric part a running maximum that keeps only the int8
-  arg-max of each pair for a hand-written backward pass.
+  arg-max of each pair for a hand-written backward pass;
+- `mrn_pairwise_pallas(x, y)`: the same, with that maximum in tiled Pallas kernels (GPU).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import math
 import jax
 import jax.numpy as jnp
 
+from mqe_model import pallas_max
 from mqe_model.parallel import replicated_in_mesh
 
 EPS = 1e-6  # inside the square root of the symmetric part
@@ -105,14 +107,12 @@ def _pairwise_max_diff_bwd(res, g):
 _pairwise_max_diff.defvjp(_pairwise_max_diff_fwd, _pairwise_max_diff_bwd)
 
 
-@functools.partial(jax.jit, static_argnames=("num_components",))
-def mrn_pairwise(x: jax.Array, y: jax.Array, num_components: int = 8) -> jax.Array:
-    """All-pairs MRN distance, (..., B, D) x (..., C, D) -> (..., B, C), memory-lean (see module doc)."""
+def _mrn_pairwise(x: jax.Array, y: jax.Array, num_components: int, max_diff) -> jax.Array:
     y = replicated_in_mesh(y)  # data-parallel: each device pairs its rows with all of y
     x_asym, x_sym = _split(x, num_components)
     y_asym, y_sym = _split(y, num_components)
     # Everything below is laid out (..., components, B, C) so the last axis is the second set.
-    asym = jax.nn.relu(_pairwise_max_diff(x_asym, y_asym))
+    asym = jax.nn.relu(max_diff(x_asym, y_asym))
     x_sq = jnp.sum(jnp.square(x_sym), axis=-1)  # (..., B, components)
     y_sq = jnp.sum(jnp.square(y_sym), axis=-1)
     cross = jnp.einsum(
@@ -122,3 +122,29 @@ def mrn_pairwise(x: jax.Array, y: jax.Array, num_components: int = 8) -> jax.Arr
     # Rounding can push |x - y|^2 slightly below zero when x is close to y.
     sym = jnp.sqrt(jnp.maximum(sq - 2.0 * cross, 0.0) + EPS)
     return jnp.mean(asym + sym, axis=-3) / math.sqrt(x.shape[-1])
+
+
+@functools.partial(jax.jit, static_argnames=("num_components",))
+def mrn_pairwise(x: jax.Array, y: jax.Array, num_components: int = 8) -> jax.Array:
+    """All-pairs MRN distance, (..., B, D) x (..., C, D) -> (..., B, C), memory-lean (see module doc)."""
+    return _mrn_pairwise(x, y, num_components, _pairwise_max_diff)
+
+
+def _pallas_max_diff(xa: jax.Array, ya: jax.Array) -> jax.Array:
+    """`_pairwise_max_diff` through `pallas_max` where the shapes fit its tiles, else XLA's."""
+    rows, cols, width = xa.shape[-3], ya.shape[-3], xa.shape[-1]
+    if not pallas_max.supported(rows, cols, width):
+        return _pairwise_max_diff(xa, ya)
+    xs, ys = jnp.moveaxis(xa, -2, -3), jnp.moveaxis(ya, -2, -3)  # (..., components, rows, width)
+    lead = jnp.broadcast_shapes(xs.shape[:-2], ys.shape[:-2])
+    xs = jnp.broadcast_to(xs, (*lead, rows, width)).reshape(-1, rows, width)
+    ys = jnp.broadcast_to(ys, (*lead, cols, width)).reshape(-1, cols, width)
+    return pallas_max.pairwise_max_diff(xs, ys).reshape(*lead, rows, cols)
+
+
+@functools.partial(jax.jit, static_argnames=("num_components",))
+def mrn_pairwise_pallas(x: jax.Array, y: jax.Array, num_components: int = 8) -> jax.Array:
+    """`mrn_pairwise` with the asymmetric maximum in tiled Pallas kernels (`mqe_model.pallas_max`);
+    shapes that do not fit their power-of-two tiles fall back to `mrn_pairwise`'s maximum. For one
+    device: a multi-device mesh cannot split the kernels."""
+    return _mrn_pairwise(x, y, num_components, _pallas_max_diff)

@@ -31,7 +31,12 @@ from mqe_model.networks.mlp import (
     gaussian_log_prob,
     sample_gaussian,
 )
-from mqe_model.quasimetric import mrn_distance, mrn_pairwise, mrn_pairwise_naive
+from mqe_model.quasimetric import (
+    mrn_distance,
+    mrn_pairwise,
+    mrn_pairwise_naive,
+    mrn_pairwise_pallas,
+)
 
 Batch = dict[str, jax.Array]
 
@@ -59,7 +64,7 @@ class MQEConfig:
     diag_weight: float = 0.5  # weight of the positive (diagonal) pairs in the backup mean
     actor_std: float = 1.0  # constant standard deviation of the Gaussian policy
     encoder: str | None = None  # image encoder ('impala_small', 'resnet34', ...) or None for states
-    pairwise: str = "fused"  # all-pairs MRN: 'fused' (memory-lean) or 'naive' (broadcast)
+    pairwise: str = "fused"  # all-pairs MRN: 'fused' (memory-lean), 'pallas' (fused, its max tiled; GPU) or 'naive'
     matmul_precision: str = "float32"  # network matmuls: 'float32', 'tensorfloat32' or 'bfloat16' (operands rounded, f32 accumulate)
 
     def __post_init__(self) -> None:
@@ -70,8 +75,8 @@ class MQEConfig:
             )
         if not (0 < self.gamma < 1 and 0 < self.lam < 1 and 0 <= self.p_next <= 1):
             raise ValueError("need 0 < gamma < 1, 0 < lam < 1 and 0 <= p_next <= 1")
-        if self.pairwise not in ("fused", "naive"):
-            raise ValueError(f"pairwise must be 'fused' or 'naive', got {self.pairwise!r}")
+        if self.pairwise not in ("fused", "naive", "pallas"):
+            raise ValueError(f"pairwise must be 'fused', 'pallas' or 'naive', got {self.pairwise!r}")
         if self.matmul_precision not in ("float32", "tensorfloat32", "bfloat16"):
             raise ValueError(
                 f"matmul_precision must be 'float32', 'tensorfloat32' or 'bfloat16', "
@@ -223,8 +228,11 @@ def invariance_loss(d: jax.Array) -> jax.Array:
     return jnp.mean(jnp.square(jnp.exp(-d) - 1.0))
 
 
+PAIRWISE = {"fused": mrn_pairwise, "naive": mrn_pairwise_naive, "pallas": mrn_pairwise_pallas}
+
+
 def _pairwise(config: MQEConfig):
-    return mrn_pairwise if config.pairwise == "fused" else mrn_pairwise_naive
+    return PAIRWISE[config.pairwise]
 
 
 class CriticForward(NamedTuple):
