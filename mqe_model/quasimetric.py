@@ -22,7 +22,6 @@ import math
 import jax
 import jax.numpy as jnp
 
-from mqe_model import pallas_max
 from mqe_model.parallel import replicated_in_mesh
 
 EPS = 1e-6  # inside the square root of the symmetric part
@@ -132,6 +131,8 @@ def mrn_pairwise(x: jax.Array, y: jax.Array, num_components: int = 8) -> jax.Arr
 
 def _pallas_max_diff(xa: jax.Array, ya: jax.Array) -> jax.Array:
     """`_pairwise_max_diff` through `pallas_max` where the shapes fit its tiles, else XLA's."""
+    from mqe_model import pallas_max  # Pallas costs ~25 ms to import; only this path needs it
+
     rows, cols, width = xa.shape[-3], ya.shape[-3], xa.shape[-1]
     if not pallas_max.supported(rows, cols, width):
         return _pairwise_max_diff(xa, ya)
