@@ -119,7 +119,11 @@ def main(cfg: BenchConfig) -> None:
     print(f"{'variant':<24}{'1 seed steps/s':>16}{'ratio':>8}{f'{cfg.seeds} seeds seed-steps/s':>26}{'ratio':>8}{'max rel. loss diff':>20}")
     baseline, report = None, {}
     for name, variant in variants.items():
-        r = measure(variant, cfg)
+        try:
+            r = measure(variant, cfg)
+        except Exception as e:  # noqa: BLE001 - e.g. Pallas failing to compile: report it, run the rest
+            print(f"{name:<24}failed: {type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}")
+            continue
         report[f"{name}: 1 seed steps/s"] = r["steps_per_s"]
         report[f"{name}: {cfg.seeds} seeds seed-steps/s"] = r["seed_steps_per_s"]
         baseline = baseline or r

@@ -6,8 +6,8 @@ XLA's version (`quasimetric._max_and_argmax`) is one elementwise kernel that loa
 y[f, k] again for every pair: ~2K loads per output, and with 8 vmapped seeds the largest item of
 an MQE update on an H100 (~316 us, docs/benchmarks.md). Here a (block x block) tile of pairs reads
 its block rows of x and y once, like a matrix product with max-plus arithmetic. The backward pass
-sums the upstream gradient into the arg-max coordinate of each pair, a tile of rows (or columns) at
-a time, building the one-hot over k in registers.
+sums the upstream gradient into the arg-max coordinate of each pair, a block of rows (or columns)
+across the whole other set at a time, one coordinate after another.
 
 On a GPU the kernels compile through Pallas' Triton backend; elsewhere they run in Pallas'
 interpreter, which is exact but slow (CPU tests only). Block shapes must be powers of two for
@@ -20,10 +20,10 @@ import functools
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 from jax.experimental import pallas as pl
 
 BLOCKS = (32, 16, 8)  # tile sizes tried, largest first; a tile is block x block pairs
+MAX_SPAN = 512  # the backward kernels hold a block of rows across all columns (and the converse)
 
 
 def _power_of_two(n: int) -> bool:
@@ -36,7 +36,8 @@ def _block(n: int) -> int | None:
 
 def supported(rows: int, cols: int, width: int) -> bool:
     """Whether (rows x cols pairs, width coordinates) fits the kernels' power-of-two tiles."""
-    return all(map(_power_of_two, (rows, cols, width))) and _block(rows) is not None and _block(cols) is not None
+    return (all(map(_power_of_two, (rows, cols, width))) and _block(rows) is not None
+            and _block(cols) is not None and max(rows, cols) <= MAX_SPAN)
 
 
 def _interpret() -> bool:
@@ -48,12 +49,16 @@ def _squeezed() -> object:
 
 
 def _forward_kernel(x_ref, y_ref, best_ref, arg_ref):
-    x, y = x_ref[...], y_ref[...]  # (block, K), (block, K)
-    diff = x[:, None, :] - y[None, :, :]
-    best = jnp.max(diff, axis=-1)
-    ks = lax.broadcasted_iota(jnp.int32, diff.shape, 2)
-    # The first k reaching the maximum: the running maximum's strict ">" keeps the first one too.
-    arg = jnp.min(jnp.where(diff == best[:, :, None], ks, diff.shape[-1]), axis=-1)
+    # x_ref (block, K) and y_ref (block, K): a running maximum over k on a block x block tile, each
+    # coordinate column read once per tile (2D values only: Triton keeps them in registers).
+    width = x_ref.shape[1]
+    best = x_ref[:, 0:1] - y_ref[:, 0:1].T
+    arg = jnp.zeros(best.shape, jnp.int32)
+    for k in range(1, width):
+        diff = x_ref[:, k:k + 1] - y_ref[:, k:k + 1].T
+        better = diff > best  # strict: the first k reaching the maximum wins, as in XLA's version
+        best = jnp.where(better, diff, best)
+        arg = jnp.where(better, k, arg)
     best_ref[...] = best
     arg_ref[...] = arg.astype(arg_ref.dtype)
 
@@ -76,21 +81,13 @@ def max_and_argmax(x: jax.Array, y: jax.Array, arg_dtype: jnp.dtype = jnp.int8) 
     )(x, y)
 
 
-def _scatter_kernel(g_ref, arg_ref, out_ref, *, width: int, step: int, count: int, over_rows: bool):
-    # g_ref, arg_ref: a block of rows x all columns (over_rows=False: sum along each row) or all rows
-    # x a block of columns (over_rows=True: sum down each column); out_ref: (block, width).
-    block = out_ref.shape[0]
-
-    def tile(j: jax.Array, acc: jax.Array) -> jax.Array:
-        window = pl.ds(j * step, step)
-        g = g_ref[window, :] if over_rows else g_ref[:, window]
-        a = (arg_ref[window, :] if over_rows else arg_ref[:, window]).astype(jnp.int32)
-        if over_rows:  # put the summed axis second, as along rows
-            g, a = g.T, a.T
-        ks = lax.broadcasted_iota(jnp.int32, (block, step, width), 2)
-        return acc + jnp.sum(jnp.where(a[:, :, None] == ks, g[:, :, None], 0.0), axis=1)
-
-    out_ref[...] = lax.fori_loop(0, count, tile, jnp.zeros((block, width), jnp.float32))
+def _scatter_kernel(g_ref, arg_ref, out_ref, *, over_rows: bool):
+    # g_ref, arg_ref: a block of rows x all columns, summed along each row, or (over_rows) all rows x
+    # a block of columns, summed down each column; out_ref (block, K) gets one coordinate at a time.
+    g, arg = g_ref[...], arg_ref[...].astype(jnp.int32)
+    axis = 0 if over_rows else 1
+    for k in range(out_ref.shape[1]):
+        out_ref[:, k:k + 1] = jnp.sum(jnp.where(arg == k, g, 0.0), axis=axis)[:, None]
 
 
 def scatter_to_argmax(g: jax.Array, arg: jax.Array, width: int, over_rows: bool) -> jax.Array:
@@ -99,16 +96,15 @@ def scatter_to_argmax(g: jax.Array, arg: jax.Array, width: int, over_rows: bool)
     n, rows, cols = g.shape
     squeezed = _squeezed()
     if over_rows:
-        block, step = _block(cols), _block(rows)
+        block = _block(cols)
         spec = pl.BlockSpec((squeezed, rows, block), lambda i, c: (i, 0, c))
-        out, count = (n, cols, width), rows // step
+        out = (n, cols, width)
     else:
-        block, step = _block(rows), _block(cols)
+        block = _block(rows)
         spec = pl.BlockSpec((squeezed, block, cols), lambda i, r: (i, r, 0))
-        out, count = (n, rows, width), cols // step
-    kernel = functools.partial(_scatter_kernel, width=width, step=step, count=count, over_rows=over_rows)
+        out = (n, rows, width)
     return pl.pallas_call(
-        kernel,
+        functools.partial(_scatter_kernel, over_rows=over_rows),
         grid=(n, out[1] // block),
         in_specs=[spec, spec],
         out_specs=pl.BlockSpec((squeezed, block, width), lambda i, r: (i, r, 0)),

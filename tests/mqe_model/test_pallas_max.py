@@ -47,6 +47,7 @@ def test_supported_shapes_are_powers_of_two_tiles():
     assert pallas_max.supported(256, 256, 32) and pallas_max.supported(8, 16, 4)
     assert not pallas_max.supported(7, 16, 4) and not pallas_max.supported(16, 16, 3)
     assert not pallas_max.supported(4, 16, 4)  # below the smallest tile
+    assert not pallas_max.supported(1024, 16, 4)  # a block of rows across 1024 columns: too wide
 
 
 @pytest.mark.parametrize("rows, cols", [(16, 32), (7, 5)])  # tiled, and the fallback to XLA's maximum
