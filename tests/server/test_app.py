@@ -86,3 +86,11 @@ def test_several_policies_need_a_name(image_ckpt):
         reply = client.post("/v1/goals", content=protocol.packb({"image": image, "policy": "b"}),
                             headers={"Content-Type": protocol.CONTENT_TYPE})
         assert reply.status_code == 200
+
+
+def test_policies_load_with_the_stacking_the_settings_choose(image_ckpt):
+    from server.app import load_runtimes
+
+    on = load_runtimes(ServeSettings(policy=(f"img={image_ckpt}",), batch_buckets=(1,), stack_encoders="on"))
+    auto = load_runtimes(ServeSettings(policy=(f"img={image_ckpt}",), batch_buckets=(1,)))
+    assert on["img"].stack_encoders and not auto["img"].stack_encoders  # auto: no stacking on the CPU
