@@ -65,9 +65,14 @@ class DatasetSpec:
         return max(1, self.episodes // 10)
 
 
+def versioned_name(name: str) -> str:
+    """An OGBench dataset name with its `-v0` suffix, whether or not it was given."""
+    return name if name.endswith("-v0") else f"{name}-v0"
+
+
 def dataset_spec(name: str, episodes: int | None = None, length: int | None = None) -> DatasetSpec:
     """Parse an OGBench dataset name (with or without `-v0`) into its spec; raises GenerateError."""
-    full = name if name.endswith("-v0") else f"{name}-v0"
+    full = versioned_name(name)
     base = full[: -len("-v0")]
     family_word = base.split("-")[0]
     if family_word in UNSUPPORTED:

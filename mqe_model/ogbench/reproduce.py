@@ -317,8 +317,8 @@ MARKDOWN_HEADER = ("| dataset | agent | ours (success %, mean ± s.e.) | paper |
 
 def reproduce(cfg: ReproduceConfig) -> dict[str, Any]:
     """Run every seed and write the row; returns it."""
-    dataset = generate.dataset_spec(cfg.dataset).name if cfg.data is None else (
-        cfg.dataset if cfg.dataset.endswith("-v0") else f"{cfg.dataset}-v0")
+    dataset = (generate.dataset_spec(cfg.dataset).name if cfg.data is None
+               else generate.versioned_name(cfg.dataset))
     if cfg.agent == "mqe":
         paper_alpha(dataset)  # an unknown environment fails before any work
     from mqe_model.evaluation import EvaluationUnavailable, make_env

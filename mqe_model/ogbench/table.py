@@ -22,6 +22,7 @@ from typing import Annotated, Any
 import numpy as np
 import tyro
 
+from mqe_model.ogbench.generate import versioned_name
 from mqe_model.ogbench.reproduce import (
     PAPER_RESULTS,
     SCORED_EVALUATIONS,
@@ -55,16 +56,12 @@ def read_rows(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
             raise TableError(f"{path}: not a row written by mqe-ogbench-repro ({e})") from None
     for dataset_dir in sorted(p for p in root.iterdir() if p.is_dir()):
         for agent in AGENTS:
-            key = (_dataset_name(dataset_dir.name), agent)
+            key = (versioned_name(dataset_dir.name), agent)
             if key not in rows and (partial := partial_row(dataset_dir / agent, *key)) is not None:
                 rows[key] = partial
     if not rows:
         raise TableError(f"{root}: no rows (<dataset>/<agent>.json); run mqe-ogbench-repro first")
     return rows
-
-
-def _dataset_name(directory: str) -> str:
-    return directory if directory.endswith("-v0") else f"{directory}-v0"
 
 
 def partial_row(agent_dir: Path, dataset: str, agent: str) -> dict[str, Any] | None:
