@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import optax
 
 from mqe_model.agents import scan_updates
+from mqe_model.data.sampling import check_probability
 from mqe_model.networks.encoders import make_encoder
 from mqe_model.networks.mlp import GaussianActorHead, gaussian_log_prob, sample_gaussian
 
@@ -41,8 +42,7 @@ class GCBCConfig:
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.lr <= 0 or self.actor_std <= 0:
             raise ValueError("need batch_size >= 1, lr > 0 and actor_std > 0")
-        if not 0.0 <= self.actor_p_random_goal <= 1.0:
-            raise ValueError(f"actor_p_random_goal {self.actor_p_random_goal}: must be within [0, 1]")
+        check_probability("actor_p_random_goal", self.actor_p_random_goal)
 
 
 class Actor(nn.Module):

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import optax
 
 from mqe_model.agents import scan_updates
+from mqe_model.data.sampling import check_probability
 from mqe_model.networks.encoders import make_encoder
 from mqe_model.networks.mlp import (
     MLP,
@@ -60,8 +61,7 @@ class GCIQLConfig:
             raise ValueError(f"p_current_goal + p_trajectory_goal + p_random_goal = {total}; must be 1")
         if not (0 < self.gamma < 1 and 0 < self.expectile < 1 and 0 < self.tau <= 1):
             raise ValueError("need 0 < gamma < 1, 0 < expectile < 1 and 0 < tau <= 1")
-        if not 0.0 <= self.actor_p_random_goal <= 1.0:
-            raise ValueError(f"actor_p_random_goal {self.actor_p_random_goal}: must be within [0, 1]")
+        check_probability("actor_p_random_goal", self.actor_p_random_goal)
 
 
 class GoalFeatures(nn.Module):

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import optax
 
 from mqe_model.agents import scan_updates
+from mqe_model.data.sampling import check_probability
 from mqe_model.networks.encoders import make_encoder
 from mqe_model.networks.mlp import (
     MLP,
@@ -84,8 +85,7 @@ class MQEConfig:
             )
         if self.batch_size < 2:
             raise ValueError("batch_size must be >= 2: the backup contrasts pairs within a batch")
-        if not 0.0 <= self.actor_p_random_goal <= 1.0:
-            raise ValueError(f"actor_p_random_goal {self.actor_p_random_goal}: must be within [0, 1]")
+        check_probability("actor_p_random_goal", self.actor_p_random_goal)
 
     @property
     def step_scale(self) -> float:

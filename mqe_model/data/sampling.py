@@ -44,6 +44,12 @@ def sample_uniform_future(rng: np.random.Generator, steps_to_end: np.ndarray) ->
     return rng.integers(1, np.asarray(steps_to_end) + 1)
 
 
+def check_probability(name: str, value: float) -> None:
+    """A ValueError naming `name` unless 0 <= value <= 1 (for the configs' sampling probabilities)."""
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} {value}: must be within [0, 1]")
+
+
 def sample_actor_goals(rng: np.random.Generator, idx: np.ndarray, steps_to_end: np.ndarray, dataset_size: int,
                        p_random: float) -> np.ndarray:
     """Dataset indices of actor goals for the states at `idx`: a uniform future state of the same
