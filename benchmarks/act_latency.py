@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         if stack:
             runtime = PolicyRuntime.load(checkpoint, buckets=(args.batch,), stack_encoders=True)
         figures = measure(runtime, args)
-        label = "stacked encoders" if stack else "separate encoders"
+        layout = "stacked" if stack else "separate"
+        label = f"{layout} encoders"
         if not stack:
             print(f"{runtime.policy.agent_name} checkpoint {checkpoint}, batch {args.batch}, on {device.device_kind} "
                   f"({device.platform}), jax {jax.__version__}")
@@ -88,7 +89,6 @@ def main(argv: list[str] | None = None) -> int:
                   f"({kernel_us / 1e3 / figures['back_to_back']:.0%} of the back-to-back time)")
             for name, us, count in rows[:args.top]:
                 print(f"{us:9.1f} us {100 * us / kernel_us:5.1f}%  x{count:5.1f}  {name[:80]}")
-        layout = "stacked" if stack else "separate"
         report.update({f"{layout}: goal encoding ms": figures["goal"],
                        f"{layout}: act back to back ms": figures["back_to_back"],
                        f"{layout}: act at {args.hz:g} Hz ms": figures["paced"]})

@@ -153,7 +153,7 @@ log "data ready"
 
 plan=$($python -m mqe_model.ogbench.sweep_plan "$work" "$safety" "$unit" "$seeds" "$preset" "${rates[*]}" "${entries[@]}")
 seed_list=$(seq -s ' ' 0 $((seeds - 1)))
-run_dir=$( ((seeds == 1)) && echo seed0 || echo "seeds0-$((seeds - 1))")  # reproduce.run_name
+run_dir=$($python -c "from mqe_model.ogbench.reproduce import run_name; print(run_name(list(range($seeds))))")
 while read -r name gpu agents steps every start; do
     for agent in $(tr '+' ' ' <<<"$agents"); do
         log "start $name $agent on GPU $gpu: $steps updates, evaluations every $every from $start"
