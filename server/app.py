@@ -248,7 +248,77 @@ def create_app(settings: ServeSettings, loader: Loader = load_runtimes) -> FastA
         return error_response(ErrorCode.INTERNAL, f"internal server error ({type(exc).__name__})",
                               is_msgpack(request), retryable=True)
 
-    app.add_middleware(RequestCounter, counter=metrics.requests)
+    app.add_middleware(RequestCounter, metrics=metrics)
+
+    # ------------------------------------------------------------------ goals and actions
+    # Plain Starlette routes, registered first (a request tries the routes in order): FastAPI's
+    # route adds parameter solving we never use, ~0.15 ms per request on an idle server
+    # (docs/benchmarks.md, "Request overhead outside the model"). Errors still go through the
+    # exception handlers above, and the request counter sees every answer.
+
+    async def off_loop_if_large(size: int, fn: Callable[[], Any]) -> Any:
+        # Decoding a big JPEG takes milliseconds: keep the loop free for the other robots.
+        return await asyncio.to_thread(fn) if size > OFFLOAD_BYTES else fn()
+
+    async def upload_goal(request: Request) -> Response:
+        body = await read_message(request, state)
+        goal_request = protocol.GoalRequest.from_wire(body)
+        name, runtime = state.resolve_policy(goal_request.policy)
+        # Encoding runs the goal half of the network: never on the event loop.
+        goal = await asyncio.to_thread(runtime.encode_goal, goal_request.image)
+        goal_id = state.goals.put(name, runtime.fingerprint, goal)
+        metrics.goals_uploaded.labels(name).inc()
+        logger.debug("goal %s uploaded for policy %s", goal_id, name)
+        return msgpack_response(protocol.GoalResponse(goal_id).to_wire())
+
+    async def act(request: Request) -> Response:
+        start = time.perf_counter()
+        state.pending.announce()  # lets the batcher wait for this request to fill a batch
+        submitted = False
+        try:
+            body = await read_message(request, state)
+            act_request = protocol.ActRequest.from_wire(body)
+            name, runtime = state.resolve_policy(act_request.policy)
+            size = int(request.headers.get("content-length") or 0)
+            observation = await off_loop_if_large(size, lambda: runtime.prepare(act_request.image))
+            if act_request.goal_id is not None:
+                try:
+                    goal = state.goals.get(act_request.goal_id, name)
+                    metrics.child(metrics.goal_cache, "hit").inc()
+                except ProtocolError:
+                    metrics.child(metrics.goal_cache, "miss").inc()
+                    raise
+            else:
+                goal = await asyncio.to_thread(runtime.encode_goal, act_request.goal_image)
+            decoded = time.perf_counter()
+            future = state.batchers[name].submit(runtime, observation, goal)
+            state.pending.withdraw()
+            submitted = True
+            result = await asyncio.wrap_future(future)
+        finally:
+            if not submitted:
+                state.pending.withdraw()
+        done = time.perf_counter()
+        timing = protocol.Timing(decode_ms=(decoded - start) * 1000, infer_ms=(done - decoded) * 1000,
+                                 total_ms=(done - start) * 1000)
+        answer = protocol.ActResponse(result.action, result.distance, act_request.seq,
+                                      runtime.fingerprint, timing)
+        stage = metrics.stage_seconds
+        metrics.child(stage, name, "decode").observe(decoded - start)
+        metrics.child(stage, name, "queue").observe(result.queue_ms / 1000)
+        metrics.child(stage, name, "compute").observe(result.compute_ms / 1000)
+        metrics.child(stage, name, "total").observe(done - start)
+        state.episodes.record(act_request.episode_id, name, timing.total_ms)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("act policy=%s episode=%s step=%s seq=%s batch=%d decode=%.2fms "
+                         "queue=%.2fms compute=%.2fms total=%.2fms distance=%s", name,
+                         act_request.episode_id, act_request.step, act_request.seq, result.batch_size,
+                         timing.decode_ms, result.queue_ms, result.compute_ms, timing.total_ms,
+                         result.distance)
+        return msgpack_response(answer.to_wire())
+
+    app.add_route("/v1/act", act, methods=["POST"])
+    app.add_route("/v1/goals", upload_goal, methods=["POST"])
 
     # ------------------------------------------------------------------ probes and metadata
 
@@ -276,71 +346,6 @@ def create_app(settings: ServeSettings, loader: Loader = load_runtimes) -> FastA
         return JSONResponse({"schema_version": protocol.SCHEMA_VERSION, "default_policy": default,
                              "policies": policies})
 
-    # ------------------------------------------------------------------ goals and actions
-
-    async def off_loop_if_large(size: int, fn: Callable[[], Any]) -> Any:
-        # Decoding a big JPEG takes milliseconds: keep the loop free for the other robots.
-        return await asyncio.to_thread(fn) if size > OFFLOAD_BYTES else fn()
-
-    @app.post("/v1/goals")
-    async def upload_goal(request: Request) -> Response:
-        body = await read_message(request, state)
-        goal_request = protocol.GoalRequest.from_wire(body)
-        name, runtime = state.resolve_policy(goal_request.policy)
-        # Encoding runs the goal half of the network: never on the event loop.
-        goal = await asyncio.to_thread(runtime.encode_goal, goal_request.image)
-        goal_id = state.goals.put(name, runtime.fingerprint, goal)
-        metrics.goals_uploaded.labels(name).inc()
-        logger.debug("goal %s uploaded for policy %s", goal_id, name)
-        return msgpack_response(protocol.GoalResponse(goal_id).to_wire())
-
-    @app.post("/v1/act")
-    async def act(request: Request) -> Response:
-        start = time.perf_counter()
-        state.pending.announce()  # lets the batcher wait for this request to fill a batch
-        submitted = False
-        try:
-            body = await read_message(request, state)
-            act_request = protocol.ActRequest.from_wire(body)
-            name, runtime = state.resolve_policy(act_request.policy)
-            size = int(request.headers.get("content-length") or 0)
-            observation = await off_loop_if_large(size, lambda: runtime.prepare(act_request.image))
-            if act_request.goal_id is not None:
-                try:
-                    goal = state.goals.get(act_request.goal_id, name)
-                    metrics.goal_cache.labels("hit").inc()
-                except ProtocolError:
-                    metrics.goal_cache.labels("miss").inc()
-                    raise
-            else:
-                goal = await asyncio.to_thread(runtime.encode_goal, act_request.goal_image)
-            decoded = time.perf_counter()
-            future = state.batchers[name].submit(runtime, observation, goal)
-            state.pending.withdraw()
-            submitted = True
-            result = await asyncio.wrap_future(future)
-        finally:
-            if not submitted:
-                state.pending.withdraw()
-        done = time.perf_counter()
-        timing = protocol.Timing(decode_ms=(decoded - start) * 1000, infer_ms=(done - decoded) * 1000,
-                                 total_ms=(done - start) * 1000)
-        answer = protocol.ActResponse(result.action, result.distance, act_request.seq,
-                                      runtime.fingerprint, timing)
-        stage = metrics.stage_seconds
-        stage.labels(name, "decode").observe(decoded - start)
-        stage.labels(name, "queue").observe(result.queue_ms / 1000)
-        stage.labels(name, "compute").observe(result.compute_ms / 1000)
-        stage.labels(name, "total").observe(done - start)
-        state.episodes.record(act_request.episode_id, name, timing.total_ms)
-        if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("act policy=%s episode=%s step=%s seq=%s batch=%d decode=%.2fms "
-                         "queue=%.2fms compute=%.2fms total=%.2fms distance=%s", name,
-                         act_request.episode_id, act_request.step, act_request.seq, result.batch_size,
-                         timing.decode_ms, result.queue_ms, result.compute_ms, timing.total_ms,
-                         result.distance)
-        return msgpack_response(answer.to_wire())
-
     return app
 
 
@@ -354,9 +359,9 @@ class RequestCounter:
     extra task with two memory streams, which was a quarter of the server's CPU per /v1/act.
     """
 
-    def __init__(self, app: Any, counter: Any) -> None:
+    def __init__(self, app: Any, metrics: ServerMetrics) -> None:
         self.app = app
-        self.counter = counter  # prometheus Counter labelled (endpoint, status)
+        self.metrics = metrics  # its `requests` Counter is labelled (endpoint, status)
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -369,14 +374,14 @@ class RequestCounter:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                self.counter.labels(endpoint, str(message["status"])).inc()
+                self.metrics.child(self.metrics.requests, endpoint, str(message["status"])).inc()
             await send(message)
 
         try:
             await self.app(scope, receive, send_counted)
         except Exception:  # answered as a 500 by the outermost error handler
             if not started:
-                self.counter.labels(endpoint, "500").inc()
+                self.metrics.child(self.metrics.requests, endpoint, "500").inc()
             raise
 
 

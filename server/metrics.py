@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -17,6 +19,7 @@ class ServerMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self._children: dict[tuple, Any] = {}  # see child()
         r = self.registry
         self.requests = Counter("mqe_requests", "HTTP requests by endpoint and status",
                                 ["endpoint", "status"], registry=r)
@@ -33,6 +36,15 @@ class ServerMetrics:
         self.ready = Gauge("mqe_ready", "1 once every policy is loaded and warmed", registry=r)
         self.warmup_seconds = Gauge("mqe_warmup_seconds", "Compile + warm-up time per policy",
                                     ["policy"], registry=r)
+
+    def child(self, metric: Any, *labels: str) -> Any:
+        """`metric.labels(*labels)`, looked up once: `labels()` takes a lock and builds its key on
+        every call, six times per /v1/act."""
+        key = (metric, labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)  # a race only looks it up twice
+        return found
 
     def observe_batch(self, policy: str, size: int, seconds: float) -> None:
         """Record one model call (the batcher's hook)."""

@@ -94,3 +94,38 @@ def test_policies_load_with_the_stacking_the_settings_choose(image_ckpt):
     on = load_runtimes(ServeSettings(policy=(f"img={image_ckpt}",), batch_buckets=(1,), stack_encoders="on"))
     auto = load_runtimes(ServeSettings(policy=(f"img={image_ckpt}",), batch_buckets=(1,)))
     assert on["img"].stack_encoders and not auto["img"].stack_encoders  # auto: no stacking on the CPU
+
+
+def request_counts(client: TestClient, endpoint: str) -> dict[str, float]:
+    """mqe_requests_total of one endpoint, by status."""
+    prefix = f'mqe_requests_total{{endpoint="{endpoint}",status="'
+    return {line[len(prefix):].split('"')[0]: float(line.split()[-1])
+            for line in client.get("/metrics").text.splitlines() if line.startswith(prefix)}
+
+
+def test_every_answer_of_the_goal_and_act_routes_is_counted_by_status(image_ckpt):
+    from server.runtime import PolicyRuntime
+
+    release = threading.Event()
+    release.set()
+    runtime = PolicyRuntime.load(image_ckpt, buckets=(1,), name="img")
+    app = create_app(ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache=""),
+                     blocking_loader(release, {"img": runtime}))
+    msgpack = {"Content-Type": protocol.CONTENT_TYPE}
+    image = np.zeros((32, 32, 3), np.uint8)
+    with TestClient(app) as client:
+        for _ in range(200):
+            if client.get("/readyz").status_code == 200:
+                break
+            threading.Event().wait(0.05)
+        goal_id = decoded(client.post("/v1/goals", content=protocol.packb({"image": image}), headers=msgpack))["goal_id"]
+        for _ in range(2):
+            assert client.post("/v1/act", content=protocol.packb({"image": image, "goal_id": goal_id}),
+                               headers=msgpack).status_code == 200
+        assert client.post("/v1/act", content=b"{}", headers={"Content-Type": "application/json"}).status_code == 415
+        assert client.post("/v1/act", content=protocol.packb({"image": image, "goal_id": "gone"}),
+                           headers=msgpack).status_code == 404
+        assert client.post("/v1/act", content=b"\xc1", headers=msgpack).status_code == 422
+        assert decoded(client.get("/v1/act", headers=msgpack))["error"]["code"] == ErrorCode.METHOD_NOT_ALLOWED
+        assert request_counts(client, "/v1/act") == {"200": 2, "404": 1, "405": 1, "415": 1, "422": 1}
+        assert request_counts(client, "/v1/goals") == {"200": 1}
