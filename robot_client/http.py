@@ -1,21 +1,27 @@
 """The inference server's client: metadata checks, goal upload, /v1/act with a hard deadline.
 
-Messages are wire protocol v1 from `server.protocol` (numpy and msgpack only). Every request has a
-connect, read, write and pool timeout; /v1/act also runs on a worker thread that the loop waits
-on with the step's deadline, so a slow or trickling server can never delay the arm. A lost
-server is retried with exponential backoff; `unknown_goal` (a restarted server) re-uploads the goal.
+Messages are wire protocol v1 from `server.protocol` (numpy and msgpack only). HTTP is the standard
+library's `http.client` on keep-alive connections: at 5 Hz (an idle client between steps) its
+request path costs about 0.7 ms less than httpx's on loopback (docs/benchmarks.md, "Request
+overhead outside the model"). Every request has a connect, read and write timeout; /v1/act also
+runs on a worker thread that the loop waits on with the step's deadline, so a slow or trickling
+server can never delay the arm. A lost server is retried with exponential backoff; `unknown_goal`
+(a restarted server) re-uploads the goal.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import http.client
+import json
 import logging
+import select
 import threading
 import time
+import urllib.parse
 from typing import Any
 
-import httpx
 import numpy as np
 
 from robot_client import safety
@@ -129,8 +135,7 @@ class PolicyClient:
         self.base_url = base_url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.timeout_s = timeout_s
-        self._http = httpx.Client(base_url=self.base_url, headers=headers,
-                                  timeout=httpx.Timeout(timeout_s), trust_env=False)
+        self._http = Connections(self.base_url, headers)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="act")
         self._lock = threading.Lock()
         self.backoff_initial_s, self.backoff_max_s = backoff_initial_s, backoff_max_s
@@ -142,29 +147,28 @@ class PolicyClient:
         self.goal_uploads = 0
 
     # ---- plumbing ---------------------------------------------------------------------------
-    def _post(self, path: str, body: dict, timeout_s: float) -> Any:
+    def _request(self, method: str, path: str, timeout_s: float, body: bytes | None = None,
+                 headers: dict[str, str] | None = None) -> Reply:
         try:
-            reply = self._http.post(path, content=packb(body), headers={"Content-Type": CONTENT_TYPE},
-                                    timeout=httpx.Timeout(timeout_s))
-        except httpx.TimeoutException as e:
+            return self._http.request(method, path, timeout_s, body, headers)
+        except TimeoutError as e:
             raise ServerError("timeout", f"{path}: no answer in {timeout_s * 1000:.0f} ms ({type(e).__name__})") from None
-        except httpx.TransportError as e:
+        except (OSError, http.client.HTTPException) as e:
             raise ServerError("unreachable", f"{path}: {type(e).__name__}: {e}") from None
+
+    def _post(self, path: str, body: dict, timeout_s: float) -> Any:
+        reply = self._request("POST", path, timeout_s, packb(body), {"Content-Type": CONTENT_TYPE})
         return self._decode(path, reply)
 
     @staticmethod
-    def _decode(path: str, reply: httpx.Response) -> Any:
-        try:
-            body = unpackb(reply.content) if reply.content else None
-        except ProtocolError:
-            try:
-                body = reply.json()
-            except ValueError:
-                body = None
-        if reply.status_code >= 400:
+    def _decode(path: str, reply: Reply) -> Any:
+        body = _msgpack_or_none(reply) if reply.body else None
+        if body is None and reply.body:
+            body = _json_or_none(reply)
+        if reply.status >= 400:
             err = ErrorBody.from_wire(body)
-            retryable = err.retryable or reply.status_code in (502, 503, 504)
-            raise ServerError(err.code, f"{path}: HTTP {reply.status_code} {err.code}: {err.message}", retryable)
+            retryable = err.retryable or reply.status in (502, 503, 504)
+            raise ServerError(err.code, f"{path}: HTTP {reply.status} {err.code}: {err.message}", retryable)
         return body
 
     def _note_failure(self, error: ServerError) -> None:
@@ -185,13 +189,10 @@ class PolicyClient:
     # ---- endpoints --------------------------------------------------------------------------
     def metadata(self, timeout_s: float = 5.0) -> dict:
         """GET /v1/metadata as JSON; ServerError if unreachable or failing."""
-        try:
-            reply = self._http.get("/v1/metadata", timeout=httpx.Timeout(timeout_s))
-        except httpx.TransportError as e:
-            raise ServerError("unreachable", f"{type(e).__name__}: {e}") from None
-        if reply.status_code >= 400:
+        reply = self._request("GET", "/v1/metadata", timeout_s)
+        if reply.status >= 400:
             err = ErrorBody.from_wire(_json_or_none(reply) or _msgpack_or_none(reply))
-            raise ServerError(err.code, f"/v1/metadata: HTTP {reply.status_code} {err.code}: {err.message}",
+            raise ServerError(err.code, f"/v1/metadata: HTTP {reply.status} {err.code}: {err.message}",
                               err.retryable)
         meta = _json_or_none(reply)
         if meta is None:
@@ -201,8 +202,8 @@ class PolicyClient:
     def ready(self, timeout_s: float = 2.0) -> bool:
         """Whether GET /readyz answers 200."""
         try:
-            return self._http.get("/readyz", timeout=httpx.Timeout(timeout_s)).status_code == 200
-        except httpx.TransportError:
+            return self._request("GET", "/readyz", timeout_s).status == 200
+        except ServerError:
             return False
 
     def set_goal(self, image: np.ndarray, policy: str | None, timeout_s: float = 5.0) -> str:
@@ -271,15 +272,99 @@ class PolicyClient:
         self.close()
 
 
-def _msgpack_or_none(reply: httpx.Response) -> Any:
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    """One HTTP answer, read whole."""
+
+    status: int
+    body: bytes
+
+
+class Connections:
+    """Keep-alive HTTP/1.1 connections to one server, shared by threads.
+
+    A request takes an idle connection (or opens one) and gives it back only once the whole answer
+    is read; a connection that failed in any way is closed, never reused. An idle connection the
+    server has closed meanwhile (its keep-alive timeout, a restart) is noticed before reuse, as
+    urllib3 and httpcore do, so a request is never sent into a dead socket.
+    """
+
+    MAX_IDLE = 4  # the act worker threads, the main thread and a spare
+
+    def __init__(self, base_url: str, headers: dict[str, str]):
+        parts = urllib.parse.urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"server URL {base_url!r}: give http://HOST:PORT (https:// for TLS)")
+        self._factory = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        self._host, self._port = parts.hostname, parts.port
+        self._prefix = parts.path.rstrip("/")
+        self._headers = headers  # sent with every request (the bearer token)
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def request(self, method: str, path: str, timeout_s: float, body: bytes | None = None,
+                headers: dict[str, str] | None = None) -> Reply:
+        """Send one request and read its whole answer; OSError/HTTPException on transport failures."""
+        conn = self._take(timeout_s)
+        try:
+            conn.request(method, self._prefix + path, body, {**self._headers, **(headers or {})})
+            answer = conn.getresponse()
+            reply = Reply(answer.status, answer.read())
+        except BaseException:
+            conn.close()
+            raise
+        self._give_back(conn)
+        return reply
+
+    def _take(self, timeout_s: float) -> http.client.HTTPConnection:
+        with self._lock:
+            if self._closed:
+                raise ConnectionError("the client is closed")
+            conn = self._idle.pop() if self._idle else None
+        if conn is not None and conn.sock is not None and _readable(conn.sock):
+            conn.close()  # closed by the server while idle (or it sent something unasked)
+        if conn is None:
+            return self._factory(self._host, self._port, timeout=timeout_s)
+        conn.timeout = timeout_s  # for a reconnect
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout_s)
+        return conn
+
+    def _give_back(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if not self._closed and len(self._idle) < self.MAX_IDLE:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        """Close the idle connections; those in use close when their request ends."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+def _readable(sock: Any) -> bool:
+    """Whether a socket has something to read (on an idle keep-alive socket: the server closed it)."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([sock], [], [], 0)[0])
+
+
+def _msgpack_or_none(reply: Reply) -> Any:
     try:
-        return unpackb(reply.content)
+        return unpackb(reply.body)
     except ProtocolError:
         return None
 
 
-def _json_or_none(reply: httpx.Response) -> Any:
+def _json_or_none(reply: Reply) -> Any:
     try:
-        return reply.json()
+        return json.loads(reply.body)
     except ValueError:
         return None

@@ -299,7 +299,6 @@ def main(argv: list[str] | None = None) -> int:
     else:
         cfg = tyro.cli(ClientConfig, args=argv, prog="mqe-robot")
     logging.basicConfig(level=cfg.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request drowns the log
     try:
         return capture_goal(cfg) if capture else run_trials(cfg)
     except ClientError as e:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import threading
@@ -139,3 +140,30 @@ def test_malformed_answers_are_errors_not_actions(inproc_server):
         client.set_goal(IMAGE, "mock")
         result = client.act(IMAGE, 1, 0, "e", timeout_s=1.0)
         assert result.response.action.shape == (6,)  # the protocol allows it; the loop refuses it
+
+
+def test_one_keep_alive_connection_is_reused_and_one_the_server_closed_is_replaced(inproc_server):
+    srv, url = inproc_server()
+    accepted = []
+    get_request = srv.get_request
+
+    def counting_get_request():
+        sock, address = get_request()
+        accepted.append(sock)
+        return sock, address
+
+    srv.get_request = counting_get_request
+    with PolicyClient(url) as client:
+        client.set_goal(IMAGE, "mock")
+        for step in range(5):
+            client.act(IMAGE, step, step, "e", timeout_s=1.0)
+        assert len(accepted) == 1
+        accepted[0].shutdown(socket.SHUT_RDWR)  # what a keep-alive timeout or a restart does
+        time.sleep(0.05)
+        assert client.act(IMAGE, 9, 9, "e", timeout_s=1.0).response.seq == 9  # not an error
+        assert len(accepted) == 2
+
+
+def test_a_server_url_without_scheme_is_refused_with_the_fix():
+    with pytest.raises(ValueError, match="http://HOST:PORT"):
+        PolicyClient("127.0.0.1:8000")
