@@ -203,7 +203,7 @@ class GoalRequest:
 
     def to_wire(self) -> dict:
         """The MessagePack-ready map."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        return {k: v for k, v in vars(self).items() if v is not None}  # asdict would deep-copy the image
 
     @classmethod
     def from_wire(cls, body: Any) -> GoalRequest:
@@ -246,7 +246,7 @@ class ActRequest:
 
     def to_wire(self) -> dict:
         """The MessagePack-ready map."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        return {k: v for k, v in vars(self).items() if v is not None}  # asdict would deep-copy the image
 
     @classmethod
     def from_wire(cls, body: Any) -> ActRequest:
@@ -293,7 +293,7 @@ class ActResponse:
             "distance": None if self.distance is None else float(self.distance),
             "seq": self.seq,
             "policy_fingerprint": self.policy_fingerprint,
-            "timing": dataclasses.asdict(self.timing),
+            "timing": dict(vars(self.timing)),
         }
 
     @classmethod
