@@ -5,8 +5,9 @@
 
 With `--preset`, a randomly initialised checkpoint of that MQE preset is written first through the
 checkpoint API (untrained weights: the timing is that of the real network, the actions mean
-nothing). Each robot uploads its goal once, then sends a 128x128 frame (already resized, as the
-client does) every 1/hz seconds on its own keep-alive connection; the robots are spread over
+nothing). Each robot (a `robot_client.http.PolicyClient`, as `mqe-robot` uses) uploads its goal
+once, then sends a 128x128 frame (already resized, as the client does) every 1/hz seconds on its
+own keep-alive connection; the robots are spread over
 several driver processes so that the Python HTTP clients (one GIL per process) never become the
 bottleneck being measured. Prints p50/p90/p99 round trip,
 the server's stage times (from the replies), and the ratio of the p50 round trip to the bare
@@ -80,37 +81,33 @@ def bare_act_ms(checkpoint: Path, size: int, runs: int) -> tuple[float, float]:
 
 def robot(url: str, size: int, args: Args, stop_at: float, count_from: float, index: int,
           out: list, errors: list) -> None:
-    """One robot: upload a goal, then act at `hz` until `stop_at` (a `time.time()` instant)."""
-    from server import protocol
+    """One robot: upload a goal, then act at `hz` until `stop_at` (a `time.time()` instant).
+
+    Through the robot client's own `PolicyClient`, so the round trip is the one `mqe-robot` sees
+    (packing the frame, HTTP, checking the answer)."""
+    from robot_client.http import PolicyClient, ServerError
 
     rng = np.random.default_rng(index)
     frames = [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(4)]
-    headers = {"Content-Type": protocol.CONTENT_TYPE}
     period = 1.0 / args.hz
-    with httpx.Client(base_url=url, timeout=10) as client:
-        reply = client.post("/v1/goals", content=protocol.packb({"image": frames[0]}), headers=headers)
-        goal_id = protocol.unpackb(reply.content)["goal_id"]
+    with PolicyClient(url, timeout_s=10.0) as client:
+        client.set_goal(frames[0], None, timeout_s=10.0)
         time.sleep(rng.uniform(0, period))  # robots are not in phase
         step, next_at = 0, time.time()
         while (now := time.time()) < stop_at:
             if now < next_at:
                 time.sleep(next_at - now)
             next_at += period
-            body = protocol.packb({"image": frames[step % 4], "goal_id": goal_id, "seq": step,
-                                   "episode_id": f"bench-{index}", "step": step})
-            t = time.perf_counter()
             sent_at = time.time()
             try:
-                reply = client.post("/v1/act", content=body, headers=headers)
-            except httpx.HTTPError as e:
-                errors.append(repr(e))
+                result = client.act(frames[step % 4], step, step, f"bench-{index}", timeout_s=10.0)
+            except ServerError as e:
+                errors.append(f"{e.code}: {e.message}"[:300])
+                step += 1
                 continue
-            rtt = (time.perf_counter() - t) * 1000
-            if reply.status_code != 200:
-                errors.append(f"{reply.status_code} {reply.content[:200]!r}")
-            elif sent_at >= count_from:
-                timing = protocol.unpackb(reply.content)["timing"]
-                out.append((rtt, timing["decode_ms"], timing["infer_ms"], timing["total_ms"]))
+            if sent_at >= count_from:
+                timing = result.response.timing
+                out.append((result.round_trip_ms, timing.decode_ms, timing.infer_ms, timing.total_ms))
             step += 1
 
 
