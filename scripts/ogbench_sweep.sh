@@ -83,12 +83,17 @@ for entry in "${entries[@]}"; do
 done
 eval_workers=${EVAL_WORKERS:-$(( (cores - runs) / runs > 2 ? (cores - runs) / runs : 2 ))}
 datasets=($(for entry in "${entries[@]}"; do echo "${entry%%:*}"; done | awk '!seen[$0]++'))
-# The probes run while the data is generated: leave each of their processes 3 cores (the update's
-# dispatch and mqe-train's 2 batch-sampling threads) and one spare, or they are starved and the
-# updates per second come out low (the first sweep's probe, beside generation on every core,
-# measured a third of what its runs then did).
+# The probes start once all the datasets they train on exist. Datasets no probe trains on are still
+# being generated while the probes run: then leave each probe process 3 cores (the update's dispatch
+# and mqe-train's 2 batch-sampling threads) and one spare, or they are starved and the updates per
+# second come out low (the first sweep's probe, beside generation on every core, measured a third
+# of what its runs then did). When every dataset has a probe, generation has all the cores.
 probe_processes=$(for agents in "${!probe_entry[@]}"; do tr '+' '\n' <<<"$agents"; done | wc -l)
-free=$(( cores - 3 * probe_processes - 1 ))
+probe_datasets=$(for entry in "${probe_entry[@]}"; do echo "${entry%%:*}"; done | sort -u)
+free=$cores
+for name in "${datasets[@]}"; do
+    grep -qxF "$name" <<<"$probe_datasets" || free=$(( cores - 3 * probe_processes - 1 ))
+done
 # The cores go to the datasets by their cost, so that they finish together: a manipulation
 # transition costs ~5 pointmaze ones (290 vs 1340 transitions/s per worker on the first sweep's
 # machine), and the datasets are about the same size.
@@ -115,12 +120,12 @@ generated() {  # wait for a dataset's generation (once; later calls return at on
     fi
 }
 
-# Probes: each set of agents on its first entry's GPU and data, as soon as that data exists.
+# Probes: each set of agents on its first entry's GPU and data, once the data of every probe exists.
+for name in $probe_datasets; do generated "$name"; done
 probe_pids=()
 probe_runs=()  # "set/agent"
 for agents in "${!probe_entry[@]}"; do
     IFS=: read -r name gpu _ <<<"${probe_entry[$agents]}"
-    generated "$name"
     for agent in $(tr '+' ' ' <<<"$agents"); do
         CUDA_VISIBLE_DEVICES=$gpu XLA_PYTHON_CLIENT_MEM_FRACTION=$(memory "$gpu") $python -m mqe_model.train --agent "$agent" \
             --preset "$preset" --data "$(data_file "$name")" --workdir "$work/probe/$agents/$agent" --overwrite \

@@ -40,6 +40,8 @@ def test_sweep_plans_from_the_probes_and_writes_rows(tmp_path):
                             env=sweep_env(), cwd=SCRIPT.parents[1], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert len(list((work / "data").glob("*.json"))) == 1
+    # every dataset has a probe, which waits for it: generation had all the cores (nproc's count)
+    assert f"with workers {DATASET}={len(os.sched_getaffinity(0))};" in (work / "logs" / "sweep.log").read_text()
     plan = json.loads((work / "plan.json").read_text())
     rates = plan["probe_updates_per_s"]  # "agent set/agent"
     assert set(rates) == {"gcbc/gcbc", "gciql/gciql"} and min(rates.values()) > 0
