@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from mqe_model.worker_processes import exit_with_parent
+
 logger = logging.getLogger(__name__)
 
 NUM_TASKS = 5
@@ -29,13 +31,16 @@ class EvaluationUnavailable(RuntimeError):
 SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
 
-def init_worker(single_thread: bool = True) -> None:
-    """Set up an evaluation process: JAX on the CPU (the training GPU stays free), one thread.
+def init_worker(single_thread: bool = True, parent_pid: int | None = None) -> None:
+    """Set up an evaluation process: JAX on the CPU (the training GPU stays free), one thread; with
+    `parent_pid`, the process dies with its parent (`worker_processes.exit_with_parent`).
 
     A worker's policy is a small network on a few observations; XLA's default thread pool (one thread
     per core) gains nothing there, and with dozens of workers beside the training processes the pools'
     threads fight over the cores (`benchmarks/ogbench_eval.py --workers N` measures both).
     """
+    if parent_pid is not None:
+        exit_with_parent(parent_pid)
     os.environ["JAX_PLATFORMS"] = "cpu"
     if single_thread:
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {SINGLE_THREAD_XLA}".strip()
@@ -111,14 +116,21 @@ def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metada
     return {"success": float(np.mean(successes)), "length": float(np.mean(lengths))}
 
 
+def evaluation_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
+    """`workers` fresh (spawned) evaluation processes that die with this one. The executor starts
+    them as jobs are submitted, from the submitting thread: submit from the training loop's."""
+    return concurrent.futures.ProcessPoolExecutor(
+        max(1, workers), mp_context=multiprocessing.get_context("spawn"), initializer=init_worker,
+        initargs=(True, os.getpid()))
+
+
 class OGBenchEvaluator:
     """Submits evaluations of parameter snapshots to a process pool; results are collected later."""
 
     def __init__(self, env_name: str, episodes: int, workers: int, seed: int = 0):
         make_env(env_name)  # fail now, with one line, if OGBench or the environment is missing
         self.env_name, self.episodes, self.seed = env_name, episodes, seed
-        self._pool = concurrent.futures.ProcessPoolExecutor(
-            max(1, workers), mp_context=multiprocessing.get_context("spawn"), initializer=init_worker)
+        self._pool = evaluation_pool(workers)
         self._pending: list[tuple[int, list[list[concurrent.futures.Future]]]] = []
 
     def submit(self, step: int, agent: str, metadata: dict[str, Any], params: Any) -> None:
