@@ -28,12 +28,16 @@ class EvaluationUnavailable(RuntimeError):
     """OGBench or the requested environment cannot be used here; the message says what to install."""
 
 
+# Below the training process in the scheduler: when more workers than cores evaluate (several runs
+# on one machine), the training loops keep the cores their batches and dispatches need.
+WORKER_NICENESS = 10
 SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
 
 def init_worker(single_thread: bool = True, parent_pid: int | None = None) -> None:
-    """Set up an evaluation process: JAX on the CPU (the training GPU stays free), one thread; with
-    `parent_pid`, the process dies with its parent (`worker_processes.exit_with_parent`).
+    """Set up an evaluation process: JAX on the CPU (the training GPU stays free), one thread, niced
+    below the training; with `parent_pid`, the process dies with its parent
+    (`worker_processes.exit_with_parent`).
 
     A worker's policy is a small network on a few observations; XLA's default thread pool (one thread
     per core) gains nothing there, and with dozens of workers beside the training processes the pools'
@@ -41,6 +45,7 @@ def init_worker(single_thread: bool = True, parent_pid: int | None = None) -> No
     """
     if parent_pid is not None:
         exit_with_parent(parent_pid)
+    os.nice(WORKER_NICENESS)
     os.environ["JAX_PLATFORMS"] = "cpu"
     if single_thread:
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {SINGLE_THREAD_XLA}".strip()

@@ -15,10 +15,11 @@
 # OGBench's score averages; 10: a learning curve).
 #
 # SECONDS covers the updates only. Evaluations run on the CPU beside them, in single-threaded worker
-# processes (EVAL_WORKERS per run; by default the cores shared among all runs), and the ones after the
+# processes (EVAL_WORKERS per run; by default every core the training leaves, as memory allows: the runs
+# evaluate at different times, and the workers are niced below the training), and the ones after the
 # last update add their own time: an evaluation costs seeds x 5 tasks x 50 episodes x the episode
 # length x the time per step (pointmaze ~0.2 ms, manipulation ~2 ms: `benchmarks/ogbench_eval.py`),
-# e.g. ~26 CPU-minutes for one of 4 scene-play seeds.
+# e.g. ~26 CPU-minutes for one evaluation of 4 scene-play seeds.
 #
 # The runs start in their own process session and outlive this script: poll WORK/logs and
 # WORK/runs, or wait for WORK/done/<dataset>-<agent> (its content is the exit code). Rows land in
@@ -29,7 +30,7 @@
 # --exclude=data --exclude=probe --exclude=jax-cache .
 #
 # Environment: AGENTS ("mqe gciql gcbc"), SEEDS (4), PRESET (ogbench_state), SAFETY (0.8),
-# EVAL_WORKERS (per run; default: the cores shared among the runs, at least 2), PROBE_SECONDS (20),
+# EVAL_WORKERS (per run; default: `sweep_plan.evaluation_workers`), PROBE_SECONDS (20),
 # EXTRA_DATA_ARGS / EXTRA_REPRO_ARGS (tiny tests), MIN_STEPS (10000; the rounding unit too).
 set -euo pipefail
 
@@ -81,7 +82,7 @@ for entry in "${entries[@]}"; do
     agents=${entry##*:}
     [[ -n "${probe_entry[$agents]:-}" ]] || probe_entry[$agents]=$entry
 done
-eval_workers=${EVAL_WORKERS:-$(( (cores - runs) / runs > 2 ? (cores - runs) / runs : 2 ))}
+eval_workers=${EVAL_WORKERS:-$($python -c "from mqe_model.ogbench.sweep_plan import evaluation_workers as w; print(w($cores, $runs))")}
 datasets=($(for entry in "${entries[@]}"; do echo "${entry%%:*}"; done | awk '!seen[$0]++'))
 # The probes start once all the datasets they train on exist. Datasets no probe trains on are still
 # being generated while the probes run: then leave each probe process 3 cores (the update's dispatch

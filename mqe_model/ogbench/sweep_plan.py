@@ -10,6 +10,7 @@ interval, first evaluation. The script has already checked the entries' syntax.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +30,35 @@ def shared_rate(rates: Sequence[float]) -> float:
     if not rates or min(rates) <= 0:
         raise ValueError(f"rates must be positive, got {list(rates)}")
     return len(rates) / sum(1.0 / r for r in rates)
+
+
+WORKER_MEMORY = 1 << 30  # bytes an evaluation worker may take (~0.65 GB measured on scene-play)
+
+
+def available_memory() -> int:
+    """Bytes the kernel can give new processes now, page cache included (`MemAvailable`; the data
+    just generated sits in the cache), or the free pages where /proc/meminfo is missing."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def evaluation_workers(cores: int, runs: int, memory_available: int | None = None) -> int:
+    """Evaluation workers per run: every core the training processes leave (one each), as many as
+    the free memory holds across all runs, at least 2.
+
+    The runs' evaluations come at different times (GCBC trains 3x faster than MQE), so a fixed share
+    per run leaves cores idle: on the seventh session's 64-CPU machine GCBC's 6 workers were still on
+    its first scene-play evaluation after 9 minutes while MQE's 12 waited for theirs. The workers run
+    niced (`mqe_model.evaluation.init_worker`), so the training processes keep their cores when all
+    evaluate at once."""
+    if memory_available is None:
+        memory_available = available_memory()
+    return max(2, min(cores - runs, memory_available // WORKER_MEMORY // max(1, runs)))
 
 
 def plan(rates: dict[str, float], entries: Sequence[str], safety: float, unit: int, seeds: int,

@@ -57,9 +57,11 @@ def test_evaluation_workers_run_jax_on_one_cpu_thread():
     import multiprocessing
     import os
 
-    from mqe_model.evaluation import SINGLE_THREAD_XLA, init_worker
+    from mqe_model.evaluation import SINGLE_THREAD_XLA, WORKER_NICENESS, init_worker
 
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
                                                 initializer=init_worker) as pool:
         env = {key: pool.submit(os.getenv, key).result() for key in ("JAX_PLATFORMS", "XLA_FLAGS", "OMP_NUM_THREADS")}
+        niceness = pool.submit(os.nice, 0).result()
     assert env["JAX_PLATFORMS"] == "cpu" and SINGLE_THREAD_XLA in env["XLA_FLAGS"] and env["OMP_NUM_THREADS"] == "1"
+    assert niceness == min(19, os.nice(0) + WORKER_NICENESS)  # below the training process

@@ -1,6 +1,7 @@
 """The sweep's update budget: shared GPU rates and the plan rows."""
 
 import json
+import os
 
 import pytest
 from hypothesis import given
@@ -38,3 +39,24 @@ def test_plan_rows_and_file(tmp_path, capsys):
     assert maze["steps"] == 80_000 and maze["eval_start"] == 8_000 and maze["agents"] == ["mqe"]
     assert capsys.readouterr().out.splitlines() == [
         "scene-play-v0 0 mqe+gcbc 120000 12000 96000", "pointmaze-giant-stitch-v0 1 mqe 80000 8000 8000"]
+
+
+GB = 1 << 30
+
+
+@pytest.mark.parametrize("cores, runs, memory, workers", [
+    (64, 6, 512 * GB, 58),  # a 4 x H200 machine: every core the 6 training processes leave
+    (16, 3, 128 * GB, 13),
+    (64, 6, 120 * GB, 20),  # memory binds: 1 GB a worker, across all runs
+    (2, 1, 8 * GB, 2),  # at least 2
+    (4, 3, 64 * GB, 2),
+])
+def test_evaluation_workers(cores, runs, memory, workers):
+    assert sweep_plan.evaluation_workers(cores, runs, memory) == workers
+
+
+def test_evaluation_workers_reads_the_free_memory():
+    free = sweep_plan.available_memory()
+    assert 0 < free <= os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    # with cores to spare, memory sets the count (allow for memory moving between the two reads)
+    assert abs(sweep_plan.evaluation_workers(1 << 20, 1) - max(2, free // GB)) <= 1

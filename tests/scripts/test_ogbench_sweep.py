@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from mqe_model.ogbench.sweep_plan import evaluation_workers
+
 pytest.importorskip("ogbench", reason="the sweep generates OGBench data: pip install ogbench")
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "ogbench_sweep.sh"
@@ -59,9 +61,13 @@ def test_sweep_plans_from_the_probes_and_writes_rows(tmp_path):
 
 def test_maze_mqe_runs_leave_their_critic_distances(tmp_path):
     work = tmp_path / "sweep"
-    result = subprocess.run(["bash", str(SCRIPT), str(work), f"{DATASET}:0:1:1:mqe"], env=sweep_env(),
+    env = sweep_env()
+    del env["EVAL_WORKERS"]  # the default: every core the run leaves, as memory allows
+    result = subprocess.run(["bash", str(SCRIPT), str(work), f"{DATASET}:0:1:1:mqe"], env=env,
                             cwd=SCRIPT.parents[1], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
+    workers = evaluation_workers(len(os.sched_getaffinity(0)), 1)
+    assert f"1 run(s) will have {workers} evaluation worker(s) each" in (work / "logs" / "sweep.log").read_text()
     row = wait_for_row(work, "mqe")
     report = json.loads((work / "runs" / DATASET / "mqe-distances.json").read_text())
     assert report["env"] == DATASET and report["step"] == row["steps"] and report["num_seeds"] == 2
