@@ -29,7 +29,10 @@
 # the checkpoints, data or compilation cache): tar czf sweep.tgz -C WORK --exclude=checkpoints
 # --exclude=data --exclude=probe --exclude=jax-cache .
 #
-# Environment: AGENTS ("mqe gciql gcbc"), SEEDS (4), PRESET (ogbench_state), SAFETY (0.8),
+# STEPS=N skips the probes: every run gets N updates (SECONDS is then not used), e.g. to repeat a
+# sweep whose rates are known, without the probes' minutes of compilation and measurement.
+#
+# Environment: AGENTS ("mqe gciql gcbc"), SEEDS (4), PRESET (ogbench_state), SAFETY (0.8), STEPS,
 # EVAL_WORKERS (per run; default: `sweep_plan.evaluation_workers`), PROBE_SECONDS (20),
 # EXTRA_DATA_ARGS / EXTRA_REPRO_ARGS (tiny tests), MIN_STEPS (10000; the rounding unit too).
 set -euo pipefail
@@ -47,6 +50,12 @@ safety=${SAFETY:-0.8}
 probe_seconds=${PROBE_SECONDS:-20}
 unit=${MIN_STEPS:-10000}
 python=${PYTHON:-python3}
+
+fixed_steps=${STEPS:-}
+if [[ -n "$fixed_steps" && ! "$fixed_steps" =~ ^[1-9][0-9]+$ ]]; then
+    echo "$0: STEPS=$fixed_steps: give the updates per run as a whole number >= 10, or leave STEPS unset to probe" >&2
+    exit 2
+fi
 
 entries=()  # name:gpu:seconds:evals:agents, agents joined by '+'
 declare -A run_of gpu_processes
@@ -77,10 +86,10 @@ export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-$work/jax-cache}
 log() { echo "$(date +%T) $*" | tee -a "$work/logs/sweep.log"; }
 cores=$(nproc)
 runs=${#run_of[@]}
-declare -A probe_entry  # agent set -> its first entry
+declare -A probe_entry  # agent set -> its first entry (none with STEPS)
 for entry in "${entries[@]}"; do
     agents=${entry##*:}
-    [[ -n "${probe_entry[$agents]:-}" ]] || probe_entry[$agents]=$entry
+    [[ -n "$fixed_steps" || -n "${probe_entry[$agents]:-}" ]] || probe_entry[$agents]=$entry
 done
 eval_workers=${EVAL_WORKERS:-$($python -c "from mqe_model.ogbench.sweep_plan import evaluation_workers as w; print(w($cores, $runs))")}
 datasets=($(for entry in "${entries[@]}"; do echo "${entry%%:*}"; done | awk '!seen[$0]++'))
@@ -93,7 +102,7 @@ probe_processes=$(for agents in "${!probe_entry[@]}"; do tr '+' '\n' <<<"$agents
 probe_datasets=$(for entry in "${probe_entry[@]}"; do echo "${entry%%:*}"; done | sort -u)
 free=$cores
 for name in "${datasets[@]}"; do
-    grep -qxF "$name" <<<"$probe_datasets" || free=$(( cores - 3 * probe_processes - 1 ))
+    [[ $probe_processes == 0 ]] || grep -qxF "$name" <<<"$probe_datasets" || free=$(( cores - 3 * probe_processes - 1 ))
 done
 # The cores go to the datasets by their cost, so that they finish together: a manipulation
 # transition costs ~5 pointmaze ones (290 vs 1340 transitions/s per worker on the first sweep's
@@ -122,42 +131,49 @@ generated() {  # wait for a dataset's generation (once; later calls return at on
 }
 
 # Probes: each set of agents on its first entry's GPU and data, once the data of every probe exists.
-for name in $probe_datasets; do generated "$name"; done
-probe_pids=()
-probe_runs=()  # "set/agent"
-for agents in "${!probe_entry[@]}"; do
-    IFS=: read -r name gpu _ <<<"${probe_entry[$agents]}"
-    for agent in $(tr '+' ' ' <<<"$agents"); do
-        CUDA_VISIBLE_DEVICES=$gpu XLA_PYTHON_CLIENT_MEM_FRACTION=$(memory "$gpu") $python -m mqe_model.train --agent "$agent" \
-            --preset "$preset" --data "$(data_file "$name")" --workdir "$work/probe/$agents/$agent" --overwrite \
-            --steps 10000000 --num-seeds "$seeds" --log-every 100 --save-every 10000000 --no-progress \
-            >"$work/logs/probe-$agents-$agent.log" 2>&1 &
-        probe_pids+=($!)
-        probe_runs+=("$agents/$agent")
+if [[ -z "$fixed_steps" ]]; then
+    for name in $probe_datasets; do generated "$name"; done
+    probe_pids=()
+    probe_runs=()  # "set/agent"
+    for agents in "${!probe_entry[@]}"; do
+        IFS=: read -r name gpu _ <<<"${probe_entry[$agents]}"
+        for agent in $(tr '+' ' ' <<<"$agents"); do
+            CUDA_VISIBLE_DEVICES=$gpu XLA_PYTHON_CLIENT_MEM_FRACTION=$(memory "$gpu") $python -m mqe_model.train --agent "$agent" \
+                --preset "$preset" --data "$(data_file "$name")" --workdir "$work/probe/$agents/$agent" --overwrite \
+                --steps 10000000 --num-seeds "$seeds" --log-every 100 --save-every 10000000 --no-progress \
+                >"$work/logs/probe-$agents-$agent.log" 2>&1 &
+            probe_pids+=($!)
+            probe_runs+=("$agents/$agent")
+        done
     done
-done
-last_step() { tail -n 1 "$work/probe/$1/metrics.jsonl" 2>/dev/null | $python -c "import json,sys; print(json.loads(sys.stdin.read() or '{\"step\": -1}')['step'])"; }
-for _ in $(seq 300); do  # every probe logging: all compiled and sharing their GPUs
-    ready=1
-    for run in "${probe_runs[@]}"; do [[ $(last_step "$run") -ge 0 ]] || ready=0; done
-    [[ $ready == 1 ]] && break
-    sleep 1
-done
-declare -A before
-for run in "${probe_runs[@]}"; do before[$run]=$(last_step "$run"); done
-t0=$(date +%s.%N); sleep "$probe_seconds"; t1=$(date +%s.%N)
-rates=()
-for run in "${probe_runs[@]}"; do
-    rates+=("$run=$($python -c "print(($(last_step "$run") - ${before[$run]}) / ($t1 - $t0))")")
-done
-kill "${probe_pids[@]}" 2>/dev/null || true
-wait "${probe_pids[@]}" 2>/dev/null || true
-log "probes, $seeds seeds per run, agents of a set sharing one GPU: ${rates[*]} updates/s"
+    last_step() { tail -n 1 "$work/probe/$1/metrics.jsonl" 2>/dev/null | $python -c "import json,sys; print(json.loads(sys.stdin.read() or '{\"step\": -1}')['step'])"; }
+    for _ in $(seq 300); do  # every probe logging: all compiled and sharing their GPUs
+        ready=1
+        for run in "${probe_runs[@]}"; do [[ $(last_step "$run") -ge 0 ]] || ready=0; done
+        [[ $ready == 1 ]] && break
+        sleep 1
+    done
+    declare -A before
+    for run in "${probe_runs[@]}"; do before[$run]=$(last_step "$run"); done
+    t0=$(date +%s.%N); sleep "$probe_seconds"; t1=$(date +%s.%N)
+    rates=()
+    for run in "${probe_runs[@]}"; do
+        rates+=("$run=$($python -c "print(($(last_step "$run") - ${before[$run]}) / ($t1 - $t0))")")
+    done
+    kill "${probe_pids[@]}" 2>/dev/null || true
+    wait "${probe_pids[@]}" 2>/dev/null || true
+    log "probes, $seeds seeds per run, agents of a set sharing one GPU: ${rates[*]} updates/s"
+fi
 
 for name in "${datasets[@]}"; do generated "$name"; done
 log "data ready"
 
-plan=$($python -m mqe_model.ogbench.sweep_plan "$work" "$safety" "$unit" "$seeds" "$preset" "${rates[*]}" "${entries[@]}")
+if [[ -n "$fixed_steps" ]]; then
+    budget=(--steps "$fixed_steps")
+else
+    budget=(--rates "${rates[*]}" --safety "$safety" --unit "$unit")
+fi
+plan=$($python -m mqe_model.ogbench.sweep_plan "$work" "${entries[@]}" --seeds "$seeds" --preset "$preset" "${budget[@]}")
 seed_list=$(seq -s ' ' 0 $((seeds - 1)))
 run_dir=$($python -c "from mqe_model.ogbench.reproduce import run_name; print(run_name(list(range($seeds))))")
 while read -r name gpu agents steps every start; do

@@ -1,14 +1,16 @@
 """The plan of `scripts/ogbench_sweep.sh`: each entry's updates from its probe's updates per second.
 
-    python -m mqe_model.ogbench.sweep_plan WORK SAFETY UNIT SEEDS PRESET "SET/AGENT=RATE ..." \\
-        DATASET:GPU:SECONDS:EVALS:AGENT+AGENT ...
+    python -m mqe_model.ogbench.sweep_plan WORK DATASET:GPU:SECONDS:EVALS:AGENT+AGENT ... \\
+        --seeds SEEDS --preset PRESET (--rates "SET/AGENT=RATE ..." --safety SAFETY --unit UNIT | --steps N)
 
 Writes WORK/plan.json and prints one line per entry: dataset, GPU, agents, updates, evaluation
-interval, first evaluation. The script has already checked the entries' syntax.
+interval, first evaluation. With `--steps` every entry gets N updates (no probes; SECONDS is not
+used). The script has already checked the entries' syntax.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -62,28 +64,41 @@ def evaluation_workers(cores: int, runs: int, memory_available: int | None = Non
 
 
 def plan(rates: dict[str, float], entries: Sequence[str], safety: float, unit: int, seeds: int,
-         preset: str) -> dict[str, Any]:
-    """The plan: for each entry DATASET:GPU:SECONDS:EVALS:AGENTS, safety x shared rate x seconds updates
-    rounded down to a multiple of `unit` (at least `unit`), evaluated every tenth, the last EVALS."""
+         preset: str, steps: int | None = None) -> dict[str, Any]:
+    """The plan: for each entry DATASET:GPU:SECONDS:EVALS:AGENTS, `steps` updates if given, else
+    safety x shared rate x seconds rounded down to a multiple of `unit` (at least `unit`); evaluated
+    every tenth, the last EVALS."""
     out: dict[str, Any] = {"probe_updates_per_s": rates, "safety": safety, "seeds": seeds, "preset": preset,
-                           "rows": []}
+                           "fixed_steps": steps, "rows": []}
     for entry in entries:
         name, gpu, seconds, evals, agents = entry.split(":")
-        rate = shared_rate([rates[f"{agents}/{agent}"] for agent in agents.split("+")])
-        steps = max(unit, int(safety * rate * int(seconds)) // unit * unit)
-        every = steps // 10
+        rate = None if steps is not None else shared_rate([rates[f"{agents}/{agent}"] for agent in agents.split("+")])
+        row_steps = steps if steps is not None else max(unit, int(safety * rate * int(seconds)) // unit * unit)
+        every = row_steps // 10
         out["rows"].append({"dataset": name, "gpu": int(gpu), "agents": agents.split("+"),
-                            "seconds": int(seconds), "updates_per_s": rate, "steps": steps,
-                            "eval_every": every, "eval_start": steps - (int(evals) - 1) * every})
+                            "seconds": int(seconds), "updates_per_s": rate, "steps": row_steps,
+                            "eval_every": every, "eval_start": row_steps - (int(evals) - 1) * every})
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     """Write WORK/plan.json and print the rows for the script to read."""
-    work, safety, unit, seeds, preset, rates, *entries = sys.argv[1:] if argv is None else argv
-    measured = {run: float(r) for run, r in (item.split("=") for item in rates.split())}
-    result = plan(measured, entries, float(safety), int(unit), int(seeds), preset)
-    Path(work, "plan.json").write_text(json.dumps(result, indent=2) + "\n")
+    parser = argparse.ArgumentParser(prog="python -m mqe_model.ogbench.sweep_plan")
+    parser.add_argument("work", type=Path)
+    parser.add_argument("entries", nargs="+")
+    parser.add_argument("--seeds", type=int, required=True)
+    parser.add_argument("--preset", required=True)
+    budget = parser.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--rates", help='the probes\' "SET/AGENT=RATE ..." (updates/s)')
+    budget.add_argument("--steps", type=int, help="updates per run, for every entry (no probes)")
+    parser.add_argument("--safety", type=float, default=0.8)
+    parser.add_argument("--unit", type=int, default=10_000)
+    args = parser.parse_args(argv)
+    if args.steps is not None and args.steps < 10:
+        parser.error(f"--steps {args.steps}: give at least 10 updates (a tenth of the run is the evaluation interval)")
+    measured = {} if args.rates is None else {run: float(r) for run, r in (item.split("=") for item in args.rates.split())}
+    result = plan(measured, args.entries, args.safety, args.unit, args.seeds, args.preset, args.steps)
+    (args.work / "plan.json").write_text(json.dumps(result, indent=2) + "\n")
     for row in result["rows"]:
         print(row["dataset"], row["gpu"], "+".join(row["agents"]), row["steps"], row["eval_every"],
               row["eval_start"])

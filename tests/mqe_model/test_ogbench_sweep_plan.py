@@ -31,7 +31,8 @@ def test_shared_rate_refuses_nonpositive_rates():
 def test_plan_rows_and_file(tmp_path, capsys):
     rates = "mqe+gcbc/mqe=100 mqe+gcbc/gcbc=300 mqe/mqe=200"
     entries = ["scene-play-v0:0:1000:3:mqe+gcbc", "pointmaze-giant-stitch-v0:1:500:10:mqe"]
-    assert sweep_plan.main([str(tmp_path), "0.8", "1000", "4", "ogbench_state", rates, *entries]) == 0
+    assert sweep_plan.main([str(tmp_path), *entries, "--seeds", "4", "--preset", "ogbench_state",
+                            "--rates", rates, "--safety", "0.8", "--unit", "1000"]) == 0
     plan = json.loads((tmp_path / "plan.json").read_text())
     scene, maze = plan["rows"]
     assert scene["updates_per_s"] == pytest.approx(150.0)  # 2 / (1/100 + 1/300)
@@ -39,6 +40,25 @@ def test_plan_rows_and_file(tmp_path, capsys):
     assert maze["steps"] == 80_000 and maze["eval_start"] == 8_000 and maze["agents"] == ["mqe"]
     assert capsys.readouterr().out.splitlines() == [
         "scene-play-v0 0 mqe+gcbc 120000 12000 96000", "pointmaze-giant-stitch-v0 1 mqe 80000 8000 8000"]
+
+
+def test_fixed_steps_plan_without_probes(tmp_path, capsys):
+    entries = ["scene-play-v0:0:1000:3:mqe", "scene-play-v0:1:1000:3:gciql+gcbc"]
+    assert sweep_plan.main([str(tmp_path), *entries, "--seeds", "4", "--preset", "ogbench_state",
+                            "--steps", "150000"]) == 0
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["fixed_steps"] == 150_000 and plan["probe_updates_per_s"] == {}
+    assert [row["updates_per_s"] for row in plan["rows"]] == [None, None]
+    assert capsys.readouterr().out.splitlines() == [
+        "scene-play-v0 0 mqe 150000 15000 120000", "scene-play-v0 1 gciql+gcbc 150000 15000 120000"]
+
+
+@pytest.mark.parametrize("budget", [["--steps", "5"], [], ["--steps", "100", "--rates", "mqe/mqe=1"]])
+def test_plan_needs_one_budget(tmp_path, budget, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        sweep_plan.main([str(tmp_path), "scene-play-v0:0:10:3:mqe", "--seeds", "1", "--preset", "tiny", *budget])
+    assert exit_.value.code == 2 and not (tmp_path / "plan.json").exists()
+    assert "--steps" in capsys.readouterr().err
 
 
 GB = 1 << 30

@@ -63,12 +63,16 @@ def test_maze_mqe_runs_leave_their_critic_distances(tmp_path):
     work = tmp_path / "sweep"
     env = sweep_env()
     del env["EVAL_WORKERS"]  # the default: every core the run leaves, as memory allows
+    env["STEPS"] = "20"  # no probes
     result = subprocess.run(["bash", str(SCRIPT), str(work), f"{DATASET}:0:1:1:mqe"], env=env,
                             cwd=SCRIPT.parents[1], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     workers = evaluation_workers(len(os.sched_getaffinity(0)), 1)
     assert f"1 run(s) will have {workers} evaluation worker(s) each" in (work / "logs" / "sweep.log").read_text()
     row = wait_for_row(work, "mqe")
+    assert row["steps"] == 20 and not list((work / "logs").glob("probe-*"))
+    # no probe waits for the data: generation had every core
+    assert f"with workers {DATASET}={len(os.sched_getaffinity(0))};" in (work / "logs" / "sweep.log").read_text()
     report = json.loads((work / "runs" / DATASET / "mqe-distances.json").read_text())
     assert report["env"] == DATASET and report["step"] == row["steps"] and report["num_seeds"] == 2
     assert [s["seed"] for s in report["per_seed"]] == [0, 1] and -1 <= report["pooled"]["spearman"] <= 1
@@ -85,4 +89,13 @@ def test_malformed_entries_are_one_line_and_exit_2(tmp_path, entries, message):
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 2
     assert message in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize("steps", ["0", "9", "1e5", "many"])
+def test_malformed_steps_are_one_line_and_exit_2(tmp_path, steps):
+    result = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "w"), f"{DATASET}:0:100:3"],
+                            env={**sweep_env(), "STEPS": steps}, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert f"STEPS={steps}: give the updates per run" in result.stderr and result.stderr.count("\n") == 1
     assert not (tmp_path / "w").exists()
