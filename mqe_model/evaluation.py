@@ -12,6 +12,7 @@ import logging
 import multiprocessing
 import os
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -171,9 +172,13 @@ class OGBenchEvaluator:
             done.append((step, self._collect(step, jobs)))
         return done
 
-    def finish(self) -> list[tuple[int, dict[str, float]]]:
-        """Wait for every submitted evaluation, then shut the workers down."""
-        done = [(step, self._collect(step, jobs)) for step, jobs in self._pending]
-        self._pending.clear()
-        self._pool.shutdown()
-        return done
+    def finish(self) -> Iterator[tuple[int, dict[str, float]]]:
+        """Each submitted evaluation as soon as it (and those before it) finished, oldest first, then
+        shut the workers down. A generator, so the caller writes each result while later ones still
+        run: a run killed during its final evaluation keeps the earlier ones."""
+        try:
+            while self._pending:
+                step, jobs = self._pending.pop(0)
+                yield step, self._collect(step, jobs)
+        finally:
+            self._pool.shutdown(cancel_futures=True)

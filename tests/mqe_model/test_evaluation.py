@@ -65,3 +65,26 @@ def test_evaluation_workers_run_jax_on_one_cpu_thread():
         niceness = pool.submit(os.nice, 0).result()
     assert env["JAX_PLATFORMS"] == "cpu" and SINGLE_THREAD_XLA in env["XLA_FLAGS"] and env["OMP_NUM_THREADS"] == "1"
     assert niceness == min(19, os.nice(0) + WORKER_NICENESS)  # below the training process
+
+
+def test_finish_hands_over_each_evaluation_as_it_completes():
+    import concurrent.futures
+    import threading
+
+    from mqe_model.evaluation import NUM_TASKS, OGBenchEvaluator
+
+    release = threading.Event()
+    result = {"success": 1.0, "length": 10.0}
+    evaluator = OGBenchEvaluator.__new__(OGBenchEvaluator)  # the real bookkeeping, threads for workers
+    evaluator.env_name = "pointmaze-medium-navigate-v0"
+    evaluator._pool = pool = concurrent.futures.ThreadPoolExecutor(2)
+    evaluator._pending = [
+        (10, [[pool.submit(lambda: result) for _ in range(NUM_TASKS)]]),
+        (20, [[pool.submit(lambda: release.wait(30) and result) for _ in range(NUM_TASKS)]]),
+    ]
+    results = evaluator.finish()
+    step, first = next(results)  # while the evaluation at step 20 is still running
+    assert step == 10 and first["eval/success"] == 1.0 and not release.is_set()
+    release.set()
+    assert [step for step, _ in results] == [20]
+    assert evaluator._pending == [] and pool._shutdown
