@@ -6,6 +6,7 @@ so the same seed and the same answers give the same trial whatever the server's 
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -76,5 +77,5 @@ def test_lockstep_waits_out_a_lost_server_then_aborts(tmp_path, mock_server):
     # (step start + observe + request, the wait included) lie that far apart, however long the
     # observations took on a loaded machine
     failed_at = [s["unix_time"] * 1000 + s["observe_ms"] + s["request_ms"] for s in held]
-    gaps = [later - earlier for earlier, later in zip(failed_at, failed_at[1:])]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(failed_at)]
     assert all(gap >= 0.9 * 50 * 2**i for i, gap in enumerate(gaps)), gaps
