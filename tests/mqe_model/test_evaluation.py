@@ -74,13 +74,13 @@ def test_finish_hands_over_each_evaluation_as_it_completes():
     from mqe_model.evaluation import NUM_TASKS, OGBenchEvaluator
 
     release = threading.Event()
-    result = {"success": 1.0, "length": 10.0}
+    result = {"success": 1.0, "length": 10.0, "episodes": 1}
     evaluator = OGBenchEvaluator.__new__(OGBenchEvaluator)  # the real bookkeeping, threads for workers
     evaluator.env_name = "pointmaze-medium-navigate-v0"
     evaluator._pool = pool = concurrent.futures.ThreadPoolExecutor(2)
     evaluator._pending = [
-        (10, [[pool.submit(lambda: result) for _ in range(NUM_TASKS)]]),
-        (20, [[pool.submit(lambda: release.wait(30) and result) for _ in range(NUM_TASKS)]]),
+        (10, [[[pool.submit(lambda: result)] for _ in range(NUM_TASKS)]]),
+        (20, [[[pool.submit(lambda: release.wait(30) and result)] for _ in range(NUM_TASKS)]]),
     ]
     results = evaluator.finish()
     step, first = next(results)  # while the evaluation at step 20 is still running
@@ -88,3 +88,51 @@ def test_finish_hands_over_each_evaluation_as_it_completes():
     release.set()
     assert [step for step, _ in results] == [20]
     assert evaluator._pending == [] and pool._shutdown
+
+
+@pytest.mark.parametrize("episodes, jobs, workers, chunks", [
+    (50, 20, 5, [(0, 50)]),  # fewer workers than jobs: one job per task
+    (50, 20, 20, [(0, 50)]),
+    (50, 20, 58, [(0, 17), (17, 16), (33, 17)]),  # 3 x 20 = 60 jobs for 58 workers
+    (2, 5, 64, [(0, 1), (1, 1)]),  # never an empty job
+])
+def test_episode_chunks(episodes, jobs, workers, chunks):
+    from mqe_model.evaluation import episode_chunks
+
+    assert episode_chunks(episodes, jobs, workers) == chunks
+
+
+def test_a_task_split_into_jobs_runs_the_same_episodes(tmp_path, monkeypatch):
+    """Each episode is seeded by its index, so three jobs of a task run the episodes (and reset
+    seeds) of one job of all its episodes, and their results combine to its results."""
+    from mqe_model import checkpoints, evaluation
+    from mqe_model.policy import load_policy
+    from server.random_checkpoint import write_random_checkpoint
+
+    seeds = []
+    make_env = evaluation.make_env
+
+    def recording_env(name):
+        env = make_env(name)
+        reset = env.reset
+        env.reset = lambda seed, **kw: (seeds.append(seed), reset(seed=seed, **kw))[1]
+        return env
+
+    monkeypatch.setattr(evaluation, "make_env", recording_env)
+    step_dir = write_random_checkpoint(tmp_path, "gcbc", "tiny", (), None, state_dim=2, action_dim=2)
+    metadata, params = checkpoints.read_metadata(step_dir), load_policy(step_dir).params
+    env = "pointmaze-medium-navigate-v0"
+    whole = evaluation.evaluate_task(env, 2, 5, "gcbc", metadata, params, seed=3)
+    assert whole["episodes"] == 5 and sorted(seeds) == [3 + 2000 + i for i in range(5)]
+    seeds.clear()
+    parts = [evaluation.evaluate_task(env, 2, count, "gcbc", metadata, params, seed=3, first_episode=first)
+             for first, count in [(0, 2), (2, 1), (3, 2)]]
+    assert sorted(seeds) == [3 + 2000 + i for i in range(5)]
+    assert evaluation.combine(parts) == pytest.approx({k: whole[k] for k in ("success", "length")})
+
+
+def test_combine_weights_jobs_by_their_episodes():
+    from mqe_model.evaluation import combine
+
+    parts = [{"success": 1.0, "length": 100.0, "episodes": 1}, {"success": 0.25, "length": 400.0, "episodes": 4}]
+    assert combine(parts) == pytest.approx({"success": 0.4, "length": 340.0})
