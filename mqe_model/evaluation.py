@@ -8,11 +8,13 @@ actions (the clipped policy mean, un-normalized with the checkpoint's statistics
 from __future__ import annotations
 
 import concurrent.futures
+import functools
+import json
 import logging
 import multiprocessing
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -68,6 +70,23 @@ def make_env(env_name: str) -> Any:
         raise EvaluationUnavailable(f"--eval-env {env_name}: cannot create it ({e})") from None
 
 
+@functools.lru_cache(maxsize=4)
+def compiled_policy(agent: str, spec: str) -> tuple[Callable, Callable]:
+    """The jitted (goal encoder, deterministic act) of an agent with this JSON config and action
+    statistics. Cached: a worker runs many jobs of one run, and the compilations (~0.6 s for an
+    `ogbench_state` policy) would otherwise be repeated for each."""
+    import jax
+
+    from mqe_model.agents import registry
+    from mqe_model.data.normalization import ActionStats
+    from mqe_model.policy import inference_fns
+
+    fields = json.loads(spec)
+    config = registry.config_from_json(agent, fields["config"])
+    encode_goals, act = inference_fns(agent, config, ActionStats.from_json(fields["action_stats"]))
+    return jax.jit(encode_goals), jax.jit(lambda p, o, codes: act(p, o, codes)[0])
+
+
 def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metadata: dict[str, Any],
                   params: Any, seed: int, first_episode: int = 0) -> dict[str, float]:
     """Success rate and mean episode length of the policy on one task (runs in a worker), over
@@ -79,17 +98,10 @@ def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metada
     manipulation scenes take ~0.8 s each, and their physics step costs ten times the policy), one
     environment runs them in turn. Either way episode `i` is seeded alike, so the results agree.
     """
-    import jax
-
-    from mqe_model.agents import registry
     from mqe_model.data.images import preprocess_image
-    from mqe_model.data.normalization import ActionStats
-    from mqe_model.policy import inference_fns
 
-    config = registry.config_from_json(agent, metadata["config"])
-    encode_goals, act = inference_fns(agent, config, ActionStats.from_json(metadata["action_stats"]))
-    policy = jax.jit(lambda p, o, codes: act(p, o, codes)[0])
-    encode = jax.jit(encode_goals)
+    encode, policy = compiled_policy(agent, json.dumps({key: metadata[key] for key in ("config", "action_stats")},
+                                                       sort_keys=True))
     image = metadata.get("image")
     prepare = (lambda x: np.asarray(x, np.float32)) if image is None else (  # noqa: E731
         lambda x: preprocess_image(np.asarray(x), image["height"], image["width"], image["resize"]))

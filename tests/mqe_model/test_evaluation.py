@@ -119,6 +119,7 @@ def test_a_task_split_into_jobs_runs_the_same_episodes(tmp_path, monkeypatch):
         return env
 
     monkeypatch.setattr(evaluation, "make_env", recording_env)
+    evaluation.compiled_policy.cache_clear()
     step_dir = write_random_checkpoint(tmp_path, "gcbc", "tiny", (), None, state_dim=2, action_dim=2)
     metadata, params = checkpoints.read_metadata(step_dir), load_policy(step_dir).params
     env = "pointmaze-medium-navigate-v0"
@@ -129,6 +130,8 @@ def test_a_task_split_into_jobs_runs_the_same_episodes(tmp_path, monkeypatch):
              for first, count in [(0, 2), (2, 1), (3, 2)]]
     assert sorted(seeds) == [3 + 2000 + i for i in range(5)]
     assert evaluation.combine(parts) == pytest.approx({k: whole[k] for k in ("success", "length")})
+    # the worker compiled the policy once for the four jobs
+    assert evaluation.compiled_policy.cache_info().misses == 1 and evaluation.compiled_policy.cache_info().hits >= 3
 
 
 def test_combine_weights_jobs_by_their_episodes():
