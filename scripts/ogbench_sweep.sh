@@ -101,9 +101,11 @@ datasets=($(for entry in "${entries[@]}"; do echo "${entry%%:*}"; done | awk '!s
 probe_processes=$(for agents in "${!probe_entry[@]}"; do tr '+' '\n' <<<"$agents"; done | wc -l)
 probe_datasets=$(for entry in "${probe_entry[@]}"; do echo "${entry%%:*}"; done | sort -u)
 free=$cores
-for name in "${datasets[@]}"; do
-    [[ $probe_processes == 0 ]] || grep -qxF "$name" <<<"$probe_datasets" || free=$(( cores - 3 * probe_processes - 1 ))
-done
+if [[ $probe_processes -gt 0 ]]; then
+    for name in "${datasets[@]}"; do
+        grep -qxF "$name" <<<"$probe_datasets" || free=$(( cores - 3 * probe_processes - 1 ))
+    done
+fi
 # The cores go to the datasets by their cost, so that they finish together: a manipulation
 # transition costs ~5 pointmaze ones (290 vs 1340 transitions/s per worker on the first sweep's
 # machine), and the datasets are about the same size.

@@ -72,8 +72,11 @@ def plan(rates: dict[str, float], entries: Sequence[str], safety: float, unit: i
                            "fixed_steps": steps, "rows": []}
     for entry in entries:
         name, gpu, seconds, evals, agents = entry.split(":")
-        rate = None if steps is not None else shared_rate([rates[f"{agents}/{agent}"] for agent in agents.split("+")])
-        row_steps = steps if steps is not None else max(unit, int(safety * rate * int(seconds)) // unit * unit)
+        if steps is None:
+            rate = shared_rate([rates[f"{agents}/{agent}"] for agent in agents.split("+")])
+            row_steps = max(unit, int(safety * rate * int(seconds)) // unit * unit)
+        else:
+            rate, row_steps = None, steps
         every = row_steps // 10
         out["rows"].append({"dataset": name, "gpu": int(gpu), "agents": agents.split("+"),
                             "seconds": int(seconds), "updates_per_s": rate, "steps": row_steps,

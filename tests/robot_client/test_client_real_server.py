@@ -100,9 +100,11 @@ def test_real_server_killed_then_restarted(tmp_path, real_server):
 
     def crash_and_restart() -> None:
         real_server.kill()
-        events["killed"] = time.time()  # dead: no step from here on can be answered ...
-        events["restarting"] = time.time() + 0.5  # ... until the new process could answer (JAX
-        real_server.start()  # alone takes longer than this to import)
+        # Dead: no step from here on can be answered until the new process could answer, which
+        # takes longer than 0.5 s (importing JAX alone does).
+        events["killed"] = time.time()
+        events["restarting"] = events["killed"] + 0.5
+        real_server.start()
         events["ready"] = time.time()
 
     timer = threading.Timer(1.0, crash_and_restart)
