@@ -73,8 +73,8 @@ def make_env(env_name: str) -> Any:
 @functools.lru_cache(maxsize=4)
 def compiled_policy(agent: str, spec: str) -> tuple[Callable, Callable]:
     """The jitted (goal encoder, deterministic act) of an agent with this JSON config and action
-    statistics. Cached: a worker runs many jobs of one run, and the compilations (~0.6 s for an
-    `ogbench_state` policy) would otherwise be repeated for each."""
+    statistics. Cached: a worker runs many jobs of one run, and the compilations would otherwise be
+    repeated for each."""
     import jax
 
     from mqe_model.agents import registry

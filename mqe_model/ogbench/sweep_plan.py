@@ -34,7 +34,7 @@ def shared_rate(rates: Sequence[float]) -> float:
     return len(rates) / sum(1.0 / r for r in rates)
 
 
-WORKER_MEMORY = 1 << 30  # bytes an evaluation worker may take (~0.65 GB measured on scene-play)
+WORKER_MEMORY = 1 << 30  # bytes an evaluation worker may take (scene-play workers showed ~0.65 GB RSS in `ps`)
 
 
 def available_memory() -> int:
