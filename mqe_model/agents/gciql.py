@@ -46,7 +46,9 @@ class GCIQLConfig:
     layer_norm: bool = True  # LayerNorm after each hidden GELU
     gamma: float = 0.99  # discount per step
     expectile: float = 0.9  # expectile of the value regression
+    actor_loss: str = "awr"  # policy extraction: 'awr' (advantage-weighted BC) or 'ddpgbc' (OGBench's DDPG+BC)
     temperature: float = 1.0  # AWR inverse temperature: weights exp(temperature * advantage)
+    alpha: float = 1.0  # DDPG+BC behaviour-cloning weight (OGBench: pointmaze 0.003, manipulation 1.0)
     tau: float = 0.005  # Polyak rate of the target Q network per update
     actor_std: float = 1.0  # constant standard deviation of the Gaussian policy
     p_current_goal: float = 0.2  # value goals: probability the goal is the state itself
@@ -62,6 +64,13 @@ class GCIQLConfig:
         if not (0 < self.gamma < 1 and 0 < self.expectile < 1 and 0 < self.tau <= 1):
             raise ValueError("need 0 < gamma < 1, 0 < expectile < 1 and 0 < tau <= 1")
         check_probability("actor_p_random_goal", self.actor_p_random_goal)
+        if self.actor_loss not in ACTOR_LOSSES:
+            raise ValueError(f"actor_loss={self.actor_loss!r}: choose one of {', '.join(ACTOR_LOSSES)}")
+        if self.alpha < 0:
+            raise ValueError(f"alpha={self.alpha}: the behaviour-cloning weight must be >= 0")
+
+
+ACTOR_LOSSES = ("awr", "ddpgbc")
 
 
 class GoalFeatures(nn.Module):
@@ -141,21 +150,40 @@ def losses(params: Any, target_critic: Any, batch: Batch, config: GCIQLConfig) -
     backup = batch["rewards"] + c.gamma * batch["masks"] * next_v
     q = critic.apply({"params": params["critic"]}, obs, batch["value_goals"], actions)
     critic_loss = jnp.square(q - backup[None]).sum(0).mean()
-    # Actor: AWR on the actor goals, critic and value frozen.
+    # Actor: on the actor goals, critic and value frozen.
     frozen = jax.lax.stop_gradient({"critic": params["critic"], "value": params["value"]})
-    q_pi = jnp.min(critic.apply({"params": frozen["critic"]}, obs, batch["actor_goals"], actions), 0)
-    v_pi = value.apply({"params": frozen["value"]}, obs, batch["actor_goals"])
-    weights = jnp.minimum(jnp.exp(c.temperature * (q_pi - v_pi)), 100.0)
-    mean = actor_mean(params, obs, batch["actor_goals"], c, actions.shape[-1])
-    log_prob = gaussian_log_prob(mean, c.actor_std, actions)
-    actor_loss = -jnp.mean(weights * log_prob)
+    actor_fn = awr_actor_loss if c.actor_loss == "awr" else ddpgbc_actor_loss
+    actor_loss, actor_info = actor_fn(params, frozen, batch, c)
     info = {
         "value/loss": value_loss, "value/v": v.mean(),
-        "critic/loss": critic_loss, "critic/q": q.mean(),
-        "actor/loss": actor_loss, "actor/adv": (q_pi - v_pi).mean(),
-        "actor/weight": weights.mean(), "actor/mse": jnp.mean(jnp.square(mean - actions)),
+        "critic/loss": critic_loss, "critic/q": q.mean(), **actor_info,
     }
     return value_loss + critic_loss + actor_loss, info
+
+
+def awr_actor_loss(params: Any, frozen: Any, batch: Batch, c: GCIQLConfig) -> tuple[jax.Array, dict]:
+    """Advantage-weighted regression on the actor goals: -mean(min(exp(T (Q - V)), 100) log pi(a))."""
+    obs, actions, goals = batch["observations"], batch["actions"], batch["actor_goals"]
+    q_pi = jnp.min(Critic(c).apply({"params": frozen["critic"]}, obs, goals, actions), 0)
+    v_pi = Value(c).apply({"params": frozen["value"]}, obs, goals)
+    weights = jnp.minimum(jnp.exp(c.temperature * (q_pi - v_pi)), 100.0)
+    mean = actor_mean(params, obs, goals, c, actions.shape[-1])
+    loss = -jnp.mean(weights * gaussian_log_prob(mean, c.actor_std, actions))
+    return loss, {"actor/loss": loss, "actor/adv": (q_pi - v_pi).mean(), "actor/weight": weights.mean(),
+                  "actor/mse": jnp.mean(jnp.square(mean - actions))}
+
+
+def ddpgbc_actor_loss(params: Any, frozen: Any, batch: Batch, c: GCIQLConfig) -> tuple[jax.Array, dict]:
+    """DDPG+BC as OGBench's GCIQL: -mean(q) / stop_grad(mean |q|) - alpha * mean(log pi(a)), with q the
+    smaller head of the frozen critic at the clipped policy mean."""
+    obs, actions, goals = batch["observations"], batch["actions"], batch["actor_goals"]
+    mean = actor_mean(params, obs, goals, c, actions.shape[-1])
+    q = jnp.min(Critic(c).apply({"params": frozen["critic"]}, obs, goals, jnp.clip(mean, -1.0, 1.0)), 0)
+    q_loss = -jnp.mean(q) / jax.lax.stop_gradient(jnp.mean(jnp.abs(q)) + 1e-6)
+    bc_loss = -c.alpha * jnp.mean(gaussian_log_prob(mean, c.actor_std, actions))
+    loss = q_loss + bc_loss
+    return loss, {"actor/loss": loss, "actor/q_loss": q_loss, "actor/bc_loss": bc_loss, "actor/q": q.mean(),
+                  "actor/mse": jnp.mean(jnp.square(mean - actions))}
 
 
 def _optimizer(config: GCIQLConfig) -> optax.GradientTransformation:

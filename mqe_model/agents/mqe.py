@@ -5,7 +5,8 @@ heads. It is trained with the multistep LINEX backup over the whole B x B batch 
 goal j) towards the waypoint distance discounted by gamma^{k'}, plus the action-invariance loss
 that pulls psi(s) onto phi(s, a) for the dataset's own actions.
 Actor: a goal-conditioned Gaussian with constant std, trained with DDPG+BC against
-q = -min_heads d(phi(s, pi(s, g)), psi(g)), normalised by the batch's mean |q|.
+q = -min_heads d(phi(s, pi(s, g)), psi(g)) (or the farthest head, `actor_heads`), normalised by the
+batch's mean |q|.
 One Adam step on critic + actor per update; no target networks.
 """
 
@@ -42,6 +43,9 @@ from mqe_model.quasimetric import (
 Batch = dict[str, jax.Array]
 
 
+ACTOR_HEADS = ("nearest", "farthest")  # MQEConfig.actor_heads
+
+
 @dataclasses.dataclass(frozen=True)
 class MQEConfig:
     """Hyperparameters of the MQE agent; presets come from `get_config(name)`."""
@@ -60,6 +64,7 @@ class MQEConfig:
     p_next: float = 0.2  # probability that the waypoint is the next state (k' = 1)
     alpha: float = 1.0  # behaviour-cloning weight of the actor loss
     actor_p_random_goal: float = 0.0  # chance an actor goal is a random state, not a future one (OGBench stitch: 0.5)
+    actor_heads: str = "nearest"  # which head's distance the actor's q takes: 'nearest' (DESIGN.md) or 'farthest' (pessimistic q)
     zeta: float = 1.0  # weight of the action-invariance loss
     linex_clip: float = 5.0  # above this delta the LINEX backup uses its linear branch
     diag_weight: float = 0.5  # weight of the positive (diagonal) pairs in the backup mean
@@ -86,6 +91,8 @@ class MQEConfig:
         if self.batch_size < 2:
             raise ValueError("batch_size must be >= 2: the backup contrasts pairs within a batch")
         check_probability("actor_p_random_goal", self.actor_p_random_goal)
+        if self.actor_heads not in ACTOR_HEADS:
+            raise ValueError(f"actor_heads={self.actor_heads!r}: choose one of {', '.join(ACTOR_HEADS)}")
 
     @property
     def step_scale(self) -> float:
@@ -312,7 +319,9 @@ def actor_loss(
     # Actor goals stay out of the critic's stacked pass: they need no backward pass (measured on an
     # H100: stacking them cost 3-7% of the state-based update).
     psi = critic.apply(frozen, batch["actor_goals"], method=Critic.psi)
-    q = -jnp.min(mrn_distance(phi, psi, config.num_components), axis=0)
+    # 'farthest' is the min over heads of q, the pessimistic estimate that OGBench's double-Q agents use.
+    reduce_heads = jnp.min if config.actor_heads == "nearest" else jnp.max
+    q = -reduce_heads(mrn_distance(phi, psi, config.num_components), axis=0)
     # The 1e-6 only guards a batch whose q is exactly zero everywhere (never in practice).
     q_loss = -jnp.mean(q) / jax.lax.stop_gradient(jnp.mean(jnp.abs(q)) + 1e-6)
     log_prob = gaussian_log_prob(mean, config.actor_std, batch["actions"])

@@ -49,6 +49,15 @@ PAPER_ALPHA = (
     (lambda name: name.startswith("pointmaze"), 0.03),
     (lambda name: name.startswith(("cube", "puzzle", "scene")) and name.endswith("-play"), 1.0),
 )
+# The baselines as OGBench trains them (its `impls/hyperparameters.sh` and agent configs): GCIQL extracts
+# its policy with DDPG+BC, BC weight per family; both baselines use batch 1024 on state-based datasets and
+# discount 0.995 on giant mazes (OGBench's default is 0.99, our GCIQL preset's too).
+OGBENCH_GCIQL_ALPHA = (
+    (lambda name: name.startswith("pointmaze"), 0.003),
+    (lambda name: name.startswith("antmaze"), 0.3),
+    (lambda name: name.startswith(("cube", "puzzle", "scene")) and name.endswith("-play"), 1.0),
+)
+OGBENCH_BASELINE_BATCH = 1024
 # Paper, table "OGBench Evaluation" (tab:ogbench): success % (mean, standard error over 8 seeds for
 # state-based tasks); only the rows this reproduction targets.
 PAPER_RESULTS = {
@@ -78,11 +87,20 @@ class ReproduceError(ValueError):
 
 def paper_alpha(dataset: str) -> float:
     """MQE's behaviour-cloning weight for an OGBench dataset (name with or without `-v0`)."""
+    return _alpha(PAPER_ALPHA, dataset, "the paper gives no MQE alpha for it")
+
+
+def ogbench_gciql_alpha(dataset: str) -> float:
+    """GCIQL's DDPG+BC weight in OGBench's published commands (name with or without `-v0`)."""
+    return _alpha(OGBENCH_GCIQL_ALPHA, dataset, "no OGBench GCIQL alpha is known here for it")
+
+
+def _alpha(table: tuple, dataset: str, missing: str) -> float:
     base = dataset.removesuffix("-v0")
-    for matches, alpha in PAPER_ALPHA:
+    for matches, alpha in table:
         if matches(base):
             return alpha
-    raise ReproduceError(f"{dataset}: the paper gives no alpha for it; pass --set alpha=...")
+    raise ReproduceError(f"{dataset}: {missing}; add it to mqe_model/ogbench/reproduce.py")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,9 +193,16 @@ def checkpoint_interval(eval_every: int) -> int:
 
 
 def protocol_overrides(agent: str, dataset: str) -> list[str]:
-    """The agent settings OGBench's protocol fixes for a dataset: MQE's alpha from the paper, and random
-    actor goals on stitch datasets for the value-based agents; `--set` comes after and wins."""
+    """The agent settings OGBench's protocol fixes for a dataset: MQE's alpha from the paper; the
+    baselines' batch, GCIQL's DDPG+BC and its alpha and giant-maze discount from OGBench; random actor
+    goals on stitch datasets for the value-based agents. `--set` comes after and wins."""
+    base = dataset.removesuffix("-v0")
     overrides = [f"alpha={paper_alpha(dataset)}"] if agent == "mqe" else []
+    if agent in ("gciql", "gcbc") and not base.startswith("visual-"):
+        overrides.append(f"batch_size={OGBENCH_BASELINE_BATCH}")
+    if agent == "gciql":
+        overrides += ["actor_loss=ddpgbc", f"alpha={ogbench_gciql_alpha(dataset)}"]
+        overrides += ["gamma=0.995"] if "-giant-" in base else []
     if agent in STITCH_RANDOM_GOAL_AGENTS and dataset.removesuffix("-v0").endswith("-stitch"):
         overrides.append(f"actor_p_random_goal={STITCH_ACTOR_P_RANDOM_GOAL}")
     return overrides
@@ -319,8 +344,7 @@ def reproduce(cfg: ReproduceConfig) -> dict[str, Any]:
     """Run every seed and write the row; returns it."""
     dataset = (generate.dataset_spec(cfg.dataset).name if cfg.data is None
                else generate.versioned_name(cfg.dataset))
-    if cfg.agent == "mqe":
-        paper_alpha(dataset)  # an unknown environment fails before any work
+    protocol_overrides(cfg.agent, dataset)  # a dataset without known settings fails before any work
     from mqe_model.evaluation import EvaluationUnavailable, make_env
 
     try:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
+import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from mqe_model.agents import gciql
 from mqe_model.data.dataset import Dataset
@@ -57,3 +61,46 @@ def test_values_separate_goals_and_target_follows():
 def test_bridge_preset_matches_the_reference_settings():
     c = gciql.get_config("bridge")
     assert (c.gamma, c.expectile, c.temperature, c.tau, c.encoder) == (0.98, 0.7, 1.0, 0.002, "resnet34")
+
+
+def _ddpgbc_setup(alpha):
+    config = dataclasses.replace(gciql.get_config("tiny"), actor_loss="ddpgbc", alpha=alpha)
+    sampler = RelabelSampler(_chain_dataset(), RelabelConfig(True, config.gamma, config.p_current_goal,
+                                                               config.p_trajectory_goal, config.p_random_goal))
+    batch = {k: jnp.asarray(v) for k, v in sampler.sample(np.random.default_rng(0), 64).items()}
+    agent = gciql.GCIQLAgent.create(0, batch, config)
+    frozen = {"critic": agent.params["critic"], "value": agent.params["value"]}
+    return config, batch, agent, frozen
+
+
+def test_ddpgbc_actor_loss_is_normalised_q_plus_weighted_bc():
+    config, batch, agent, frozen = _ddpgbc_setup(alpha=0.5)
+    loss, info = gciql.ddpgbc_actor_loss(agent.params, frozen, batch, config)
+    obs, goals, actions = batch["observations"], batch["actor_goals"], batch["actions"]
+    mean = np.asarray(gciql.actor_mean(agent.params, obs, goals, config, 1))
+    q = np.asarray(gciql.Critic(config).apply({"params": frozen["critic"]}, obs, goals, np.clip(mean, -1, 1))).min(0)
+    log_prob = -0.5 * np.square(np.asarray(actions) - mean).sum(-1) - 0.5 * np.log(2 * np.pi)
+    expected = -q.mean() / (np.abs(q).mean() + 1e-6) - 0.5 * log_prob.mean()
+    np.testing.assert_allclose(float(loss), expected, rtol=1e-5)
+    np.testing.assert_allclose(float(info["actor/q"]), q.mean(), rtol=1e-5)
+
+
+def test_ddpgbc_q_term_moves_the_actor_uphill_and_only_the_actor():
+    config, batch, agent, frozen = _ddpgbc_setup(alpha=0.0)
+    grads = jax.grad(lambda p: gciql.ddpgbc_actor_loss(p, frozen, batch, config)[0])(agent.params)
+    assert all(np.all(g == 0) for name in ("critic", "value") for g in jax.tree_util.tree_leaves(grads[name]))
+    stepped = {**agent.params, "actor": jax.tree_util.tree_map(lambda p, g: p - 1e-3 * g, agent.params["actor"],
+                                                               grads["actor"])}
+    before = gciql.ddpgbc_actor_loss(agent.params, frozen, batch, config)[1]["actor/q"]
+    after = gciql.ddpgbc_actor_loss(stepped, frozen, batch, config)[1]["actor/q"]
+    assert after > before
+
+
+def test_ddpgbc_agent_trains_and_bad_actor_losses_are_refused():
+    config, batch, agent, _ = _ddpgbc_setup(alpha=1.0)
+    agent, info = agent.update(batch)
+    assert int(agent.step) == 1 and np.isfinite(info["actor/q_loss"]) and "actor/weight" not in info
+    with pytest.raises(ValueError, match="actor_loss='sac': choose one of awr, ddpgbc"):
+        dataclasses.replace(config, actor_loss="sac")
+    with pytest.raises(ValueError, match="alpha=-1"):
+        dataclasses.replace(config, alpha=-1.0)

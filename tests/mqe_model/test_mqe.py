@@ -109,6 +109,26 @@ def test_actor_loss_sends_no_gradient_into_the_critic(tiny):
     assert any(float(jnp.abs(g).max()) > 0.0 for g in jax.tree_util.tree_leaves(grads["actor"]))
 
 
+@pytest.mark.parametrize(("heads", "reduce"), [("nearest", np.min), ("farthest", np.max)])
+def test_actor_q_takes_the_chosen_head(tiny, heads, reduce):
+    config = dataclasses.replace(tiny, actor_heads=heads)
+    batch = make_batch(np.random.default_rng(4), config.batch_size)
+    agent = mqe.MQEAgent.create(0, batch, config)
+    _, info = mqe.actor_loss(agent.params, batch, config)
+    mean = mqe.Actor(config, 2).apply({"params": agent.params["actor"]}, batch["observations"], batch["actor_goals"])
+    critic, frozen = mqe.Critic(config), {"params": agent.params["critic"]}
+    phi = critic.apply(frozen, batch["observations"], jnp.clip(mean, -1, 1), method=mqe.Critic.phi)
+    per_head = np.asarray(mqe.mrn_distance(phi, critic.apply(frozen, batch["actor_goals"], method=mqe.Critic.psi),
+                                           config.num_components))
+    assert per_head.shape[0] == 2 and not np.allclose(per_head[0], per_head[1])
+    assert float(info["actor/q"]) == pytest.approx(-reduce(per_head, axis=0).mean(), rel=1e-5)
+
+
+def test_unknown_actor_heads_are_refused(tiny):
+    with pytest.raises(ValueError, match="actor_heads='mean': choose one of nearest, farthest"):
+        dataclasses.replace(tiny, actor_heads="mean")
+
+
 def test_critic_loss_sends_no_gradient_into_the_actor(tiny):
     batch = make_batch(np.random.default_rng(2), tiny.batch_size)
     agent = mqe.MQEAgent.create(0, batch, tiny)
