@@ -48,7 +48,7 @@ class GCIQLConfig:
     expectile: float = 0.9  # expectile of the value regression
     actor_loss: str = "awr"  # policy extraction: 'awr' (advantage-weighted BC) or 'ddpgbc' (OGBench's DDPG+BC)
     temperature: float = 1.0  # AWR inverse temperature: weights exp(temperature * advantage)
-    alpha: float = 1.0  # DDPG+BC behaviour-cloning weight (OGBench: pointmaze 0.003, manipulation 1.0)
+    alpha: float = 1.0  # DDPG+BC behaviour-cloning weight (OGBench: pointmaze 0.003, play 1.0, noisy 0.03)
     tau: float = 0.005  # Polyak rate of the target Q network per update
     actor_std: float = 1.0  # constant standard deviation of the Gaussian policy
     p_current_goal: float = 0.2  # value goals: probability the goal is the state itself

@@ -64,7 +64,7 @@ class MQEConfig:
     p_next: float = 0.2  # probability that the waypoint is the next state (k' = 1)
     alpha: float = 1.0  # behaviour-cloning weight of the actor loss
     actor_p_random_goal: float = 0.0  # chance an actor goal is a random state, not a future one (OGBench stitch: 0.5)
-    actor_heads: str = "nearest"  # which head's distance the actor's q takes: 'nearest' (DESIGN.md) or 'farthest' (pessimistic q)
+    actor_heads: str = "nearest"  # head whose distance the actor's q uses: 'nearest' (DESIGN.md) or 'farthest'
     zeta: float = 1.0  # weight of the action-invariance loss
     linex_clip: float = 5.0  # above this delta the LINEX backup uses its linear branch
     diag_weight: float = 0.5  # weight of the positive (diagonal) pairs in the backup mean

@@ -56,6 +56,7 @@ OGBENCH_GCIQL_ALPHA = (
     (lambda name: name.startswith("pointmaze"), 0.003),
     (lambda name: name.startswith("antmaze"), 0.3),
     (lambda name: name.startswith(("cube", "puzzle", "scene")) and name.endswith("-play"), 1.0),
+    (lambda name: name.startswith(("cube", "puzzle", "scene")) and name.endswith("-noisy"), 0.03),
 )
 OGBENCH_BASELINE_BATCH = 1024
 # Paper, table "OGBench Evaluation" (tab:ogbench): success % (mean, standard error over 8 seeds for

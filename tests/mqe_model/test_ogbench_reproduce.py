@@ -35,6 +35,7 @@ def test_protocol_overrides_follow_ogbench():
     assert reproduce.protocol_overrides("gciql", "pointmaze-giant-navigate-v0") == [
         "batch_size=1024", "actor_loss=ddpgbc", "alpha=0.003", "gamma=0.995"]
     assert reproduce.protocol_overrides("gcbc", "visual-scene-play-v0") == []  # OGBench: 256 on pixels
+    assert reproduce.ogbench_gciql_alpha("puzzle-4x4-noisy-v0") == 0.03
     config = registry.apply_overrides(registry.spec("gciql").get_config("ogbench_state"),
                                       tuple(reproduce.protocol_overrides("gciql", "pointmaze-giant-stitch-v0")))
     assert (config.batch_size, config.actor_loss, config.alpha, config.gamma) == (1024, "ddpgbc", 0.003, 0.995)
