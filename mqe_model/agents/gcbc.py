@@ -34,7 +34,7 @@ class GCBCConfig:
     lr: float = 3e-4  # Adam learning rate
     batch_size: int = 256  # samples per update
     actor_hidden_dims: Sequence[int] = (512, 512, 512)  # policy MLP widths
-    layer_norm: bool = True  # LayerNorm after each hidden GELU
+    layer_norm: bool = True  # LayerNorm after each hidden GELU (OGBench's GCBC has none)
     actor_std: float = 1.0  # constant standard deviation of the Gaussian policy
     actor_p_random_goal: float = 0.0  # chance an actor goal is a random state, not a future one (OGBench stitch: 0.5)
     encoder: str | None = None  # image encoder (early fusion of observation and goal) or None for states

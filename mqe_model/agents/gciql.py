@@ -43,7 +43,8 @@ class GCIQLConfig:
     batch_size: int = 256  # samples per update
     value_hidden_dims: Sequence[int] = (512, 512, 512)  # V and Q MLP widths
     actor_hidden_dims: Sequence[int] = (512, 512, 512)  # policy MLP widths
-    layer_norm: bool = True  # LayerNorm after each hidden GELU
+    layer_norm: bool = True  # LayerNorm after each hidden GELU of V and Q
+    actor_layer_norm: bool = True  # LayerNorm in the policy MLP too (OGBench's actors have none)
     gamma: float = 0.99  # discount per step
     expectile: float = 0.9  # expectile of the value regression
     actor_loss: str = "awr"  # policy extraction: 'awr' (advantage-weighted BC) or 'ddpgbc' (OGBench's DDPG+BC)
@@ -120,7 +121,7 @@ class Actor(nn.Module):
     def __call__(self, observations: jax.Array, goals: jax.Array) -> jax.Array:
         c = self.config
         features = GoalFeatures(c.encoder)(observations, goals)
-        return GaussianActorHead(c.actor_hidden_dims, self.action_dim, c.layer_norm)(features)
+        return GaussianActorHead(c.actor_hidden_dims, self.action_dim, c.actor_layer_norm)(features)
 
 
 def actor_mean(params: Any, observations: jax.Array, goals: jax.Array, config: GCIQLConfig,

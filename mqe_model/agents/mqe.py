@@ -56,7 +56,8 @@ class MQEConfig:
     latent_dim: int = 512  # size of phi(s, a) and psi(g), split into MRN components
     critic_hidden_dims: Sequence[int] = (512, 512, 512)  # phi and psi MLP widths
     actor_hidden_dims: Sequence[int] = (512, 512, 512)  # policy MLP widths
-    layer_norm: bool = True  # LayerNorm after each hidden GELU
+    layer_norm: bool = True  # LayerNorm after each hidden GELU of the critic
+    actor_layer_norm: bool = True  # LayerNorm in the policy MLP too (OGBench's actors have none)
     num_components: int = 8  # MRN components N
     num_heads: int = 2  # critic ensemble heads; q takes the minimum distance over them
     gamma: float = 0.995  # discount: goals are Geom(1 - gamma) steps ahead; d is in units of -log(gamma) per step
@@ -161,7 +162,7 @@ class Actor(nn.Module):
                 encoded = encoder(jnp.concatenate([observations, goals], axis=0))
                 observations, goals = jnp.split(encoded, 2, axis=0)
         features = jnp.concatenate([observations, goals], axis=-1)
-        return GaussianActorHead(c.actor_hidden_dims, self.action_dim, c.layer_norm)(features)
+        return GaussianActorHead(c.actor_hidden_dims, self.action_dim, c.actor_layer_norm)(features)
 
 
 def _actor_encoder_key(encoder: nn.Module) -> str:

@@ -51,7 +51,8 @@ PAPER_ALPHA = (
 )
 # The baselines as OGBench trains them (its `impls/hyperparameters.sh` and agent configs): GCIQL extracts
 # its policy with DDPG+BC, BC weight per family; both baselines use batch 1024 on state-based datasets and
-# discount 0.995 on giant mazes (OGBench's default is 0.99, our GCIQL preset's too).
+# a policy MLP without LayerNorm; GCIQL uses discount 0.995 on giant mazes (OGBench's default is 0.99,
+# our GCIQL preset's too).
 OGBENCH_GCIQL_ALPHA = (
     (lambda name: name.startswith("pointmaze"), 0.003),
     (lambda name: name.startswith("antmaze"), 0.3),
@@ -195,14 +196,16 @@ def checkpoint_interval(eval_every: int) -> int:
 
 def protocol_overrides(agent: str, dataset: str) -> list[str]:
     """The agent settings OGBench's protocol fixes for a dataset: MQE's alpha from the paper; the
-    baselines' batch, GCIQL's DDPG+BC and its alpha and giant-maze discount from OGBench; random actor
-    goals on stitch datasets for the value-based agents. `--set` comes after and wins."""
+    baselines' batch and policy MLP, GCIQL's DDPG+BC and its alpha and giant-maze discount from OGBench;
+    random actor goals on stitch datasets for the value-based agents. `--set` comes after and wins."""
     base = dataset.removesuffix("-v0")
     overrides = [f"alpha={paper_alpha(dataset)}"] if agent == "mqe" else []
     if agent in ("gciql", "gcbc") and not base.startswith("visual-"):
         overrides.append(f"batch_size={OGBENCH_BASELINE_BATCH}")
+    if agent == "gcbc":
+        overrides.append("layer_norm=false")
     if agent == "gciql":
-        overrides += ["actor_loss=ddpgbc", f"alpha={ogbench_gciql_alpha(dataset)}"]
+        overrides += ["actor_loss=ddpgbc", f"alpha={ogbench_gciql_alpha(dataset)}", "actor_layer_norm=false"]
         overrides += ["gamma=0.995"] if "-giant-" in base else []
     if agent in STITCH_RANDOM_GOAL_AGENTS and dataset.removesuffix("-v0").endswith("-stitch"):
         overrides.append(f"actor_p_random_goal={STITCH_ACTOR_P_RANDOM_GOAL}")

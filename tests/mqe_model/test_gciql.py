@@ -104,3 +104,25 @@ def test_ddpgbc_agent_trains_and_bad_actor_losses_are_refused():
         dataclasses.replace(config, actor_loss="sac")
     with pytest.raises(ValueError, match="alpha=-1"):
         dataclasses.replace(config, alpha=-1.0)
+
+
+@pytest.mark.parametrize("agent_module", ["gciql", "mqe"])
+def test_actor_layer_norm_switches_only_the_policy(agent_module):
+    from mqe_model.agents import registry
+
+    config = registry.spec(agent_module).get_config("tiny")
+    names = {}
+    for actor_layer_norm in (True, False):
+        cfg = dataclasses.replace(config, actor_layer_norm=actor_layer_norm)
+        obs = np.zeros((1, 4), np.float32)
+        params = registry.spec(agent_module).agent_class.create(
+            0, {"observations": obs, "actions": np.zeros((1, 2), np.float32), "waypoints": obs,
+                "waypoint_offsets": np.ones(1, np.int32), "goals": obs, "actor_goals": obs,
+                "value_goals": obs, "next_observations": obs, "rewards": np.zeros(1, np.float32),
+                "masks": np.ones(1, np.float32)}, cfg).params
+        leaf_paths = lambda tree: {"/".join(str(k.key) for k in path) for path, _ in  # noqa: E731
+                                   jax.tree_util.tree_leaves_with_path(tree)}
+        names[actor_layer_norm] = {part: any("LayerNorm" in p for p in leaf_paths(params[part])) for part in params}
+    assert names[True]["actor"] and not names[False]["actor"]
+    others = [part for part in names[True] if part != "actor"]
+    assert others and all(names[True][p] and names[False][p] for p in others)

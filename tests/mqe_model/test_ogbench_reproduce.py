@@ -28,17 +28,19 @@ def test_protocol_overrides_follow_ogbench():
     assert reproduce.protocol_overrides("mqe", "pointmaze-giant-navigate-v0") == ["alpha=0.03"]
     assert reproduce.protocol_overrides("mqe", "pointmaze-giant-stitch-v0") == [
         "alpha=0.03", "actor_p_random_goal=0.5"]
+    ddpgbc = ["batch_size=1024", "actor_loss=ddpgbc"]
     assert reproduce.protocol_overrides("gciql", "antmaze-large-stitch") == [
-        "batch_size=1024", "actor_loss=ddpgbc", "alpha=0.3", "actor_p_random_goal=0.5"]
-    assert reproduce.protocol_overrides("gcbc", "pointmaze-giant-stitch-v0") == ["batch_size=1024"]
-    assert reproduce.protocol_overrides("gciql", "scene-play-v0") == ["batch_size=1024", "actor_loss=ddpgbc", "alpha=1.0"]
+        *ddpgbc, "alpha=0.3", "actor_layer_norm=false", "actor_p_random_goal=0.5"]
+    assert reproduce.protocol_overrides("gcbc", "pointmaze-giant-stitch-v0") == ["batch_size=1024", "layer_norm=false"]
+    assert reproduce.protocol_overrides("gciql", "scene-play-v0") == [*ddpgbc, "alpha=1.0", "actor_layer_norm=false"]
     assert reproduce.protocol_overrides("gciql", "pointmaze-giant-navigate-v0") == [
-        "batch_size=1024", "actor_loss=ddpgbc", "alpha=0.003", "gamma=0.995"]
-    assert reproduce.protocol_overrides("gcbc", "visual-scene-play-v0") == []  # OGBench: 256 on pixels
+        *ddpgbc, "alpha=0.003", "actor_layer_norm=false", "gamma=0.995"]
+    assert reproduce.protocol_overrides("gcbc", "visual-scene-play-v0") == ["layer_norm=false"]  # OGBench: 256 on pixels
     assert reproduce.ogbench_gciql_alpha("puzzle-4x4-noisy-v0") == 0.03
     config = registry.apply_overrides(registry.spec("gciql").get_config("ogbench_state"),
                                       tuple(reproduce.protocol_overrides("gciql", "pointmaze-giant-stitch-v0")))
     assert (config.batch_size, config.actor_loss, config.alpha, config.gamma) == (1024, "ddpgbc", 0.003, 0.995)
+    assert not config.actor_layer_norm and config.layer_norm  # OGBench: LayerNorm in V and Q, none in the actor
     with pytest.raises(reproduce.ReproduceError, match="no OGBench GCIQL alpha"):
         reproduce.protocol_overrides("gciql", "visual-scene-play-v0")
     cfg = reproduce.ReproduceConfig("pointmaze-giant-stitch-v0", set=("actor_p_random_goal=0.2",))
