@@ -71,9 +71,6 @@ class GCIQLConfig:
             raise ValueError(f"alpha={self.alpha}: the behaviour-cloning weight must be >= 0")
 
 
-ACTOR_LOSSES = ("awr", "ddpgbc")
-
-
 class GoalFeatures(nn.Module):
     """Features of (observation, goal): an early-fusion image encoder or a plain concatenation."""
 
@@ -153,8 +150,7 @@ def losses(params: Any, target_critic: Any, batch: Batch, config: GCIQLConfig) -
     critic_loss = jnp.square(q - backup[None]).sum(0).mean()
     # Actor: on the actor goals, critic and value frozen.
     frozen = jax.lax.stop_gradient({"critic": params["critic"], "value": params["value"]})
-    actor_fn = awr_actor_loss if c.actor_loss == "awr" else ddpgbc_actor_loss
-    actor_loss, actor_info = actor_fn(params, frozen, batch, c)
+    actor_loss, actor_info = ACTOR_LOSSES[c.actor_loss](params, frozen, batch, c)
     info = {
         "value/loss": value_loss, "value/v": v.mean(),
         "critic/loss": critic_loss, "critic/q": q.mean(), **actor_info,
@@ -185,6 +181,9 @@ def ddpgbc_actor_loss(params: Any, frozen: Any, batch: Batch, c: GCIQLConfig) ->
     loss = q_loss + bc_loss
     return loss, {"actor/loss": loss, "actor/q_loss": q_loss, "actor/bc_loss": bc_loss, "actor/q": q.mean(),
                   "actor/mse": jnp.mean(jnp.square(mean - actions))}
+
+
+ACTOR_LOSSES = {"awr": awr_actor_loss, "ddpgbc": ddpgbc_actor_loss}  # GCIQLConfig.actor_loss -> its loss
 
 
 def _optimizer(config: GCIQLConfig) -> optax.GradientTransformation:

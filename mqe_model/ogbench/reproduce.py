@@ -207,7 +207,7 @@ def protocol_overrides(agent: str, dataset: str) -> list[str]:
     if agent == "gciql":
         overrides += ["actor_loss=ddpgbc", f"alpha={ogbench_gciql_alpha(dataset)}", "actor_layer_norm=false"]
         overrides += ["gamma=0.995"] if "-giant-" in base else []
-    if agent in STITCH_RANDOM_GOAL_AGENTS and dataset.removesuffix("-v0").endswith("-stitch"):
+    if agent in STITCH_RANDOM_GOAL_AGENTS and base.endswith("-stitch"):
         overrides.append(f"actor_p_random_goal={STITCH_ACTOR_P_RANDOM_GOAL}")
     return overrides
 
