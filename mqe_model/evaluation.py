@@ -52,10 +52,27 @@ def init_worker(single_thread: bool = True, parent_pid: int | None = None) -> No
     os.environ["JAX_PLATFORMS"] = "cpu"
     if single_thread:
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {SINGLE_THREAD_XLA}".strip()
-        os.environ["OMP_NUM_THREADS"] = "1"
     import jax
 
     jax.config.update("jax_platforms", "cpu")
+    if single_thread:
+        start_backend_on_one_core()
+
+
+def start_backend_on_one_core() -> None:
+    """Create JAX's CPU backend while this process may run on one core only, then give it back
+    every core it had. XLA sizes the CPU client's thread pools by the cores a process may use, and
+    the flags above do not shrink them all: on a 64-core machine each worker held ~130 threads, and
+    seven runs evaluating at once (399 workers) hit the thread limit (`pthread_create` failed in
+    `PjRtCpuClient`, and every run's pool broke). Sized on one core, a worker holds a few threads."""
+    import jax
+
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(allowed)})
+    try:  # a first compilation and run: the compiler's and the runtime's pools start lazily
+        jax.jit(lambda x: x + 1)(jax.numpy.zeros(())).block_until_ready()
+    finally:
+        os.sched_setaffinity(0, allowed)
 
 
 def make_env(env_name: str) -> Any:
@@ -151,9 +168,16 @@ def combine(results: list[dict[str, float]]) -> dict[str, float]:
     return {key: sum(r[key] * r["episodes"] for r in results) / episodes for key in ("success", "length")}
 
 
+# The numerical libraries' thread pools in the workers: one thread. A spawned worker imports numpy
+# (OpenBLAS, a thread per core) before its initializer runs, so this goes through the environment the
+# workers inherit; the calling process's own pools were sized when it started.
+WORKER_THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def evaluation_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
     """`workers` fresh (spawned) evaluation processes that die with this one. The executor starts
     them as jobs are submitted, from the submitting thread: submit from the training loop's."""
+    os.environ.update(WORKER_THREAD_ENV)
     return concurrent.futures.ProcessPoolExecutor(
         max(1, workers), mp_context=multiprocessing.get_context("spawn"), initializer=init_worker,
         initargs=(True, os.getpid()))

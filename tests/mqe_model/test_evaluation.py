@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from train_helpers import TMP, run_args, write_state_npz
 
@@ -52,19 +54,49 @@ def test_eval_start_skips_the_early_evaluations():
     assert [x["step"] for x in rows if "eval/success" in x] == [30, 40]
 
 
-def test_evaluation_workers_run_jax_on_one_cpu_thread():
-    import concurrent.futures
-    import multiprocessing
-    import os
+def test_evaluation_workers_run_jax_on_one_cpu_thread(monkeypatch):
+    from mqe_model.evaluation import (
+        SINGLE_THREAD_XLA,
+        WORKER_NICENESS,
+        WORKER_THREAD_ENV,
+        evaluation_pool,
+    )
 
-    from mqe_model.evaluation import SINGLE_THREAD_XLA, WORKER_NICENESS, init_worker
-
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                                initializer=init_worker) as pool:
-        env = {key: pool.submit(os.getenv, key).result() for key in ("JAX_PLATFORMS", "XLA_FLAGS", "OMP_NUM_THREADS")}
+    for key in WORKER_THREAD_ENV:  # evaluation_pool sets them in this process; restored afterwards
+        monkeypatch.setenv(key, "8")
+    with evaluation_pool(1) as pool:
+        env = {key: pool.submit(os.getenv, key).result() for key in ("JAX_PLATFORMS", "XLA_FLAGS", *WORKER_THREAD_ENV)}
         niceness = pool.submit(os.nice, 0).result()
-    assert env["JAX_PLATFORMS"] == "cpu" and SINGLE_THREAD_XLA in env["XLA_FLAGS"] and env["OMP_NUM_THREADS"] == "1"
+    assert env.pop("JAX_PLATFORMS") == "cpu" and SINGLE_THREAD_XLA in env.pop("XLA_FLAGS")
+    assert set(env.values()) == {"1"}
     assert niceness == min(19, os.nice(0) + WORKER_NICENESS)  # below the training process
+
+
+WORKER_THREADS = """
+import os, sys
+os.sched_setaffinity(0, set(range(int(sys.argv[1]))))
+import jax
+from mqe_model.evaluation import evaluation_pool
+with evaluation_pool(1) as pool:
+    pool.submit(jax.device_count).result()  # the worker's JAX backend exists
+    print(len(pool.submit(os.listdir, "/proc/self/task").result()))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and at least 2 cores")
+def test_a_worker_holds_as_many_threads_on_many_cores_as_on_one():
+    # Seven runs evaluating at once on a 64-core machine (399 workers) hit the thread limit when
+    # each worker's XLA and OpenBLAS pools had a thread per core.
+    import subprocess
+    import sys
+
+    def threads(cores: int) -> int:
+        out = subprocess.run([sys.executable, "-c", WORKER_THREADS, str(cores)], capture_output=True,
+                             text=True, timeout=120, check=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+        return int(out.stdout.split()[-1])
+
+    assert threads(len(os.sched_getaffinity(0))) == threads(1)
 
 
 def test_finish_hands_over_each_evaluation_as_it_completes():
