@@ -21,6 +21,14 @@ def truncate_after(path: Path, step: int) -> None:
     path.write_text("".join(line + "\n" for line in kept))
 
 
+def evaluated_steps(path: Path) -> set[int]:
+    """Steps at which `path` (a metrics.jsonl) holds an evaluation's success rate."""
+    if not path.is_file():
+        return set()
+    rows = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
+    return {row["step"] for row in rows if "eval/success" in row}
+
+
 class MetricsWriter:
     """Appends one JSON object per line to `<workdir>/metrics.jsonl`; mirrors to TB/W&B if enabled."""
 

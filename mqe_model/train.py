@@ -32,7 +32,7 @@ from mqe_model.data.augment import AUGMENTATIONS, DEFAULT_PROB, augment_batch
 from mqe_model.data.dataset import DatasetError
 from mqe_model.data.prepare import PreparedData, prepare
 from mqe_model.evaluation import EvaluationUnavailable, make_env
-from mqe_model.metrics import METRICS_FILE, MetricsWriter, truncate_after
+from mqe_model.metrics import METRICS_FILE, MetricsWriter, evaluated_steps, truncate_after
 from mqe_model.parallel import DataParallel, maybe_initialize_distributed
 
 logger = logging.getLogger(__name__)
@@ -261,6 +261,11 @@ def train(cfg: TrainConfig, setup: RunSetup) -> Any:
         from mqe_model.evaluation import OGBenchEvaluator
 
         evaluator = OGBenchEvaluator(cfg.eval_env, cfg.eval_episodes, cfg.eval_workers, cfg.seed)
+        if start >= cfg.steps and start not in evaluated_steps(cfg.workdir / METRICS_FILE):
+            # The run ended but its last evaluation did not (a killed process, a broken worker pool):
+            # the checkpoint holds the final parameters, so resuming completes it.
+            logger.info("the run's evaluation at step %d is missing; evaluating its checkpoint", start)
+            evaluator.submit(start, cfg.agent, metadata(start), agent.params)
     stream = BatchStream(sampler, batch_size, cfg.seed, cfg.num_seeds, parallel,
                          cfg.data_workers, cfg.prefetch)
     chunks = plan_chunks(start, cfg.steps, cfg.updates_per_dispatch, (cfg.save_every,))

@@ -54,6 +54,29 @@ def test_eval_start_skips_the_early_evaluations():
     assert [x["step"] for x in rows if "eval/success" in x] == [30, 40]
 
 
+def test_resuming_a_finished_run_completes_its_missing_final_evaluation():
+    import json
+
+    data = write_state_npz(TMP / "maze4.npz", episodes=4, length=20, obs_dim=2, action_dim=2)
+    workdir = TMP / "eval-run-resume"
+    args = run_args(workdir, data, "gcbc", 10, "--eval-env", "pointmaze-medium-navigate-v0",
+                    "--eval-every", "10", "--eval-episodes", "1", "--eval-workers", "1")
+    assert train.main(args) == 0
+    metrics = workdir / "metrics.jsonl"
+    rows = [json.loads(x) for x in metrics.read_text().splitlines()]
+    (evaluation,) = [x for x in rows if "eval/success" in x]
+    # As if the process had died during its final evaluation: trained and saved, not evaluated.
+    metrics.write_text("".join(json.dumps(x) + "\n" for x in rows if "eval/success" not in x))
+
+    def evaluations() -> list[dict]:
+        return [json.loads(x) for x in metrics.read_text().splitlines() if "eval/success" in x]
+
+    assert train.main([*args, "--resume"]) == 0
+    assert evaluations() == [evaluation]  # the same checkpoint, episodes and seeds: the same result
+    assert train.main([*args, "--resume"]) == 0
+    assert evaluations() == [evaluation]  # evaluated once, not again
+
+
 def test_evaluation_workers_run_jax_on_one_cpu_thread(monkeypatch):
     from mqe_model.evaluation import (
         SINGLE_THREAD_XLA,
