@@ -183,15 +183,23 @@ def evaluation_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
         initargs=(True, os.getpid()))
 
 
+Jobs = list[list[list[concurrent.futures.Future]]]  # one evaluation's jobs, [seed][task][chunk]
+
+
 class OGBenchEvaluator:
-    """Submits evaluations of parameter snapshots to a process pool; results are collected later."""
+    """Submits evaluations of parameter snapshots to a process pool; results are collected later.
+
+    A worker that dies (killed, out of memory or threads) breaks the whole pool: the evaluations in
+    it are logged as failed and listed in `failed`, and later ones get fresh workers, so training
+    goes on."""
 
     def __init__(self, env_name: str, episodes: int, workers: int, seed: int = 0):
         make_env(env_name)  # fail now, with one line, if OGBench or the environment is missing
         self.env_name, self.episodes, self.seed, self.workers = env_name, episodes, seed, max(1, workers)
         self._pool = evaluation_pool(workers)
-        # per evaluation: its step and its jobs, [seed][task][chunk]
-        self._pending: list[tuple[int, list[list[list[concurrent.futures.Future]]]]] = []
+        # per evaluation: its step, the pool it runs in, and its jobs
+        self._pending: list[tuple[int, concurrent.futures.ProcessPoolExecutor, Jobs]] = []
+        self.failed: list[int] = []  # steps whose evaluation was lost to a broken pool
 
     def submit(self, step: int, agent: str, metadata: dict[str, Any], params: Any) -> None:
         """Evaluate `params` (copied to the host now) on the 5 tasks in the background; a run of
@@ -203,15 +211,35 @@ class OGBenchEvaluator:
         per_seed = ([host_params] if num_seeds == 1 else
                     [jax.tree_util.tree_map(lambda x, k=k: x[k], host_params) for k in range(num_seeds)])
         chunks = episode_chunks(self.episodes, len(per_seed) * NUM_TASKS, self.workers)
-        jobs = [[[self._pool.submit(evaluate_task, self.env_name, task, count, agent, metadata, seed_params,
-                                    self.seed, first) for first, count in chunks]
-                 for task in range(1, NUM_TASKS + 1)]
-                for seed_params in per_seed]
-        self._pending.append((step, jobs))
 
-    def _collect(self, step: int, jobs: list[list[list[concurrent.futures.Future]]]) -> dict[str, float]:
-        results = [[combine([job.result() for job in task_jobs]) for task_jobs in seed_jobs]
-                   for seed_jobs in jobs]  # [seed][task]
+        def submit_all() -> Jobs:
+            return [[[self._pool.submit(evaluate_task, self.env_name, task, count, agent, metadata, seed_params,
+                                        self.seed, first) for first, count in chunks]
+                     for task in range(1, NUM_TASKS + 1)]
+                    for seed_params in per_seed]
+
+        try:
+            jobs = submit_all()
+        except concurrent.futures.process.BrokenProcessPool:  # broke since the last collection
+            self._replace_pool(self._pool)
+            jobs = submit_all()
+        self._pending.append((step, self._pool, jobs))
+
+    def _replace_pool(self, broken: concurrent.futures.ProcessPoolExecutor) -> None:
+        if broken is self._pool:
+            broken.shutdown(wait=False, cancel_futures=True)
+            self._pool = evaluation_pool(self.workers)
+
+    def _collect(self, step: int, pool: concurrent.futures.ProcessPoolExecutor, jobs: Jobs) -> dict[str, float] | None:
+        try:
+            results = [[combine([job.result() for job in task_jobs]) for task_jobs in seed_jobs]
+                       for seed_jobs in jobs]  # [seed][task]
+        except concurrent.futures.process.BrokenProcessPool as e:
+            logger.error("evaluation at step %d on %s failed: an evaluation worker died (%s); the "
+                         "evaluations after it get fresh workers", step, self.env_name, e)
+            self.failed.append(step)
+            self._replace_pool(pool)
+            return None
         success = np.array([[r["success"] for r in seed_results] for seed_results in results])
         out = {f"eval/task{i}_success": float(v) for i, v in enumerate(success.mean(axis=0), start=1)}
         out["eval/success"] = float(success.mean())  # over tasks (and seeds)
@@ -222,21 +250,26 @@ class OGBenchEvaluator:
         return out
 
     def poll(self) -> list[tuple[int, dict[str, float]]]:
-        """Results of the evaluations that have finished, oldest first."""
+        """Results of the evaluations that have finished, oldest first (failed ones left out)."""
         done = []
-        while self._pending and all(job.done() for seed_jobs in self._pending[0][1] for task_jobs in seed_jobs
+        while self._pending and all(job.done() for seed_jobs in self._pending[0][2] for task_jobs in seed_jobs
                                     for job in task_jobs):
-            step, jobs = self._pending.pop(0)
-            done.append((step, self._collect(step, jobs)))
+            step, pool, jobs = self._pending.pop(0)
+            result = self._collect(step, pool, jobs)
+            if result is not None:
+                done.append((step, result))
         return done
 
     def finish(self) -> Iterator[tuple[int, dict[str, float]]]:
-        """Each submitted evaluation as soon as it (and those before it) finished, oldest first, then
-        shut the workers down. A generator, so the caller writes each result while later ones still
-        run: a run killed during its final evaluation keeps the earlier ones."""
+        """Each submitted evaluation as soon as it (and those before it) finished, oldest first
+        (failed ones left out), then shut the workers down. A generator, so the caller writes each
+        result while later ones still run: a run killed during its final evaluation keeps the
+        earlier ones."""
         try:
             while self._pending:
-                step, jobs = self._pending.pop(0)
-                yield step, self._collect(step, jobs)
+                step, pool, jobs = self._pending.pop(0)
+                result = self._collect(step, pool, jobs)
+                if result is not None:
+                    yield step, result
         finally:
             self._pool.shutdown(cancel_futures=True)

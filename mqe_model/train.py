@@ -44,6 +44,10 @@ class RunError(ValueError):
     """The command line or the workdir does not allow this run; the message says how to fix it."""
 
 
+class EvaluationIncomplete(RuntimeError):
+    """The run trained to its last step but its final evaluation did not complete (exit code 1)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """One training run. Agent hyperparameters come from `--agent` + `--preset`, then `--set`."""
@@ -299,6 +303,13 @@ def train(cfg: TrainConfig, setup: RunSetup) -> Any:
         if evaluator is not None:
             for step, result in evaluator.finish():
                 writer.write(step, result)
+            if evaluator.failed:
+                logger.warning("evaluations lost to a broken worker pool, at steps %s",
+                               ", ".join(map(str, evaluator.failed)))
+            if cfg.steps in evaluator.failed:
+                raise EvaluationIncomplete(
+                    f"{cfg.workdir}: trained and saved to step {cfg.steps}, but its evaluation failed (the "
+                    "log above says why); run the same command with --resume to evaluate the last checkpoint")
     finally:
         bar.close()
         writer.close()
@@ -307,7 +318,7 @@ def train(cfg: TrainConfig, setup: RunSetup) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point; returns the exit code (2 for bad input)."""
+    """Console entry point; returns the exit code (2 for bad input, 1 for a missing final evaluation)."""
     setup_logging()
     try:
         cfg = tyro.cli(TrainConfig, args=argv)
@@ -320,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     except (RunError, DatasetError, CheckpointError, EvaluationUnavailable) as e:
         print(f"mqe-train: error: {e}", file=sys.stderr)
         return 2
+    except EvaluationIncomplete as e:
+        print(f"mqe-train: error: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

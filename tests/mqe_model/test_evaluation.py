@@ -77,6 +77,73 @@ def test_resuming_a_finished_run_completes_its_missing_final_evaluation():
     assert evaluations() == [evaluation]  # evaluated once, not again
 
 
+def kill_evaluation_workers() -> None:
+    """SIGKILL this process's children (the evaluation pool's workers), once they exist."""
+    import multiprocessing
+    import signal
+    import time
+
+    deadline = time.monotonic() + 60
+    while not multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for child in multiprocessing.active_children():
+        os.kill(child.pid, signal.SIGKILL)
+
+
+def test_a_broken_worker_pool_fails_its_evaluations_and_later_ones_get_fresh_workers():
+    import time
+
+    from mqe_model import checkpoints
+    from mqe_model.evaluation import OGBenchEvaluator
+
+    data = write_state_npz(TMP / "maze5.npz", episodes=4, length=20, obs_dim=2, action_dim=2)
+    workdir = TMP / "eval-run-broken"
+    assert train.main(run_args(workdir, data, "gcbc", 10)) == 0
+    step_dir = checkpoints.step_dirs(workdir / "checkpoints")[10]
+    metadata, params = checkpoints.read_metadata(step_dir), checkpoints.restore_params(step_dir)
+
+    evaluator = OGBenchEvaluator("pointmaze-medium-navigate-v0", 1, 1)
+    evaluator.submit(10, "gcbc", metadata, params)
+    kill_evaluation_workers()
+    deadline = time.monotonic() + 60
+    while not evaluator.failed and time.monotonic() < deadline:
+        assert evaluator.poll() == []
+        time.sleep(0.1)
+    assert evaluator.failed == [10]
+    evaluator.submit(20, "gcbc", metadata, params)
+    (result,) = list(evaluator.finish())
+    assert result[0] == 20 and 0 <= result[1]["eval/success"] <= 1
+
+
+def test_a_run_whose_final_evaluation_broke_says_so_and_resume_completes_it(monkeypatch, capsys):
+    import json
+
+    from mqe_model import evaluation
+
+    class WorkersKilledOnce(evaluation.OGBenchEvaluator):
+        killed = False
+
+        def submit(self, *args, **kwargs):
+            super().submit(*args, **kwargs)
+            if not WorkersKilledOnce.killed:
+                WorkersKilledOnce.killed = True
+                kill_evaluation_workers()
+
+    monkeypatch.setattr(evaluation, "OGBenchEvaluator", WorkersKilledOnce)
+    data = write_state_npz(TMP / "maze6.npz", episodes=4, length=20, obs_dim=2, action_dim=2)
+    workdir = TMP / "eval-run-final-broken"
+    args = run_args(workdir, data, "gcbc", 10, "--eval-env", "pointmaze-medium-navigate-v0",
+                    "--eval-every", "10", "--eval-episodes", "1", "--eval-workers", "1")
+    assert train.main(args) == 1
+    error = capsys.readouterr().err
+    assert "trained and saved to step 10, but its evaluation failed" in error and "--resume" in error
+    assert "Traceback" not in error
+    metrics = workdir / "metrics.jsonl"
+    assert not [x for x in metrics.read_text().splitlines() if "eval/success" in x]
+    assert train.main([*args, "--resume"]) == 0
+    assert [json.loads(x)["step"] for x in metrics.read_text().splitlines() if "eval/success" in x] == [10]
+
+
 def test_evaluation_workers_run_jax_on_one_cpu_thread(monkeypatch):
     from mqe_model.evaluation import (
         SINGLE_THREAD_XLA,
