@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from train_helpers import TMP, run_args, write_state_npz
@@ -12,14 +13,22 @@ from mqe_model import train
 pytest.importorskip("ogbench", reason="the evaluation hook needs `pip install ogbench` (and MuJoCo)")
 
 
+MAZE = "pointmaze-medium-navigate-v0"
+
+
+def maze_eval_run(name: str, workers: int = 1) -> tuple[Path, list[str]]:
+    """Workdir and command line of a 10-update GCBC run evaluated once (1 episode a task) on MAZE."""
+    # pointmaze-medium: 2-d positions and 2-d actions, so a tiny policy trained on random walks fits.
+    data = write_state_npz(TMP / f"{name}.npz", episodes=4, length=20, obs_dim=2, action_dim=2)
+    workdir = TMP / name
+    return workdir, run_args(workdir, data, "gcbc", 10, "--eval-env", MAZE, "--eval-every", "10",
+                             "--eval-episodes", "1", "--eval-workers", str(workers))
+
+
 def test_training_with_evaluation_logs_success_rates():
     import json
 
-    # pointmaze-medium: 2-d positions and 2-d actions, so a tiny policy trained on random walks fits.
-    data = write_state_npz(TMP / "maze.npz", episodes=4, length=20, obs_dim=2, action_dim=2)
-    workdir = TMP / "eval-run"
-    args = run_args(workdir, data, "gcbc", 10, "--eval-env", "pointmaze-medium-navigate-v0",
-                    "--eval-every", "10", "--eval-episodes", "1", "--eval-workers", "2")
+    workdir, args = maze_eval_run("eval-run", workers=2)
     assert train.main(args) == 0
     lines = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
     evals = [x for x in lines if "eval/success" in x]
@@ -57,10 +66,7 @@ def test_eval_start_skips_the_early_evaluations():
 def test_resuming_a_finished_run_completes_its_missing_final_evaluation():
     import json
 
-    data = write_state_npz(TMP / "maze4.npz", episodes=4, length=20, obs_dim=2, action_dim=2)
-    workdir = TMP / "eval-run-resume"
-    args = run_args(workdir, data, "gcbc", 10, "--eval-env", "pointmaze-medium-navigate-v0",
-                    "--eval-every", "10", "--eval-episodes", "1", "--eval-workers", "1")
+    workdir, args = maze_eval_run("eval-run-resume")
     assert train.main(args) == 0
     metrics = workdir / "metrics.jsonl"
     rows = [json.loads(x) for x in metrics.read_text().splitlines()]
@@ -102,7 +108,7 @@ def test_a_broken_worker_pool_fails_its_evaluations_and_later_ones_get_fresh_wor
     step_dir = checkpoints.step_dirs(workdir / "checkpoints")[10]
     metadata, params = checkpoints.read_metadata(step_dir), checkpoints.restore_params(step_dir)
 
-    evaluator = OGBenchEvaluator("pointmaze-medium-navigate-v0", 1, 1)
+    evaluator = OGBenchEvaluator(MAZE, 1, 1)
     evaluator.submit(10, "gcbc", metadata, params)
     kill_evaluation_workers()
     deadline = time.monotonic() + 60
@@ -130,10 +136,7 @@ def test_a_run_whose_final_evaluation_broke_says_so_and_resume_completes_it(monk
                 kill_evaluation_workers()
 
     monkeypatch.setattr(evaluation, "OGBenchEvaluator", WorkersKilledOnce)
-    data = write_state_npz(TMP / "maze6.npz", episodes=4, length=20, obs_dim=2, action_dim=2)
-    workdir = TMP / "eval-run-final-broken"
-    args = run_args(workdir, data, "gcbc", 10, "--eval-env", "pointmaze-medium-navigate-v0",
-                    "--eval-every", "10", "--eval-episodes", "1", "--eval-workers", "1")
+    workdir, args = maze_eval_run("eval-run-final-broken")
     assert train.main(args) == 1
     error = capsys.readouterr().err
     assert "trained and saved to step 10, but its evaluation failed" in error and "--resume" in error
