@@ -204,9 +204,10 @@ def test_finish_hands_over_each_evaluation_as_it_completes():
     evaluator.env_name = "pointmaze-medium-navigate-v0"
     evaluator._pool = pool = concurrent.futures.ThreadPoolExecutor(2)
     evaluator._pending = [
-        (10, [[[pool.submit(lambda: result)] for _ in range(NUM_TASKS)]]),
-        (20, [[[pool.submit(lambda: release.wait(30) and result)] for _ in range(NUM_TASKS)]]),
+        (10, pool, [[[pool.submit(lambda: result)] for _ in range(NUM_TASKS)]]),
+        (20, pool, [[[pool.submit(lambda: release.wait(30) and result)] for _ in range(NUM_TASKS)]]),
     ]
+    evaluator.failed = []
     results = evaluator.finish()
     step, first = next(results)  # while the evaluation at step 20 is still running
     assert step == 10 and first["eval/success"] == 1.0 and not release.is_set()
