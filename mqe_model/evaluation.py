@@ -8,6 +8,7 @@ actions (the clipped policy mean, un-normalized with the checkpoint's statistics
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import json
 import logging
@@ -170,17 +171,39 @@ def combine(results: list[dict[str, float]]) -> dict[str, float]:
 
 # The numerical libraries' thread pools in the workers: one thread. A spawned worker imports numpy
 # (OpenBLAS, a thread per core) before its initializer runs, so this goes through the environment the
-# workers inherit; the calling process's own pools were sized when it started.
+# worker starts with. It is set only while a worker is started: a lasting change would reach every
+# later child of the training process (GNU nproc, for one, reads OMP_NUM_THREADS).
 WORKER_THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def evaluation_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
+@contextlib.contextmanager
+def worker_environment() -> Iterator[None]:
+    """`WORKER_THREAD_ENV` in os.environ for the duration, then the previous values back."""
+    saved = {key: os.environ.get(key) for key in WORKER_THREAD_ENV}
+    os.environ.update(WORKER_THREAD_ENV)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+class EvaluationPool(concurrent.futures.ProcessPoolExecutor):
+    """A process pool whose workers start with `WORKER_THREAD_ENV` (they are started by `submit`)."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        with worker_environment():
+            return super().submit(fn, *args, **kwargs)
+
+
+def evaluation_pool(workers: int) -> EvaluationPool:
     """`workers` fresh (spawned) evaluation processes that die with this one. The executor starts
     them as jobs are submitted, from the submitting thread: submit from the training loop's."""
-    os.environ.update(WORKER_THREAD_ENV)
-    return concurrent.futures.ProcessPoolExecutor(
-        max(1, workers), mp_context=multiprocessing.get_context("spawn"), initializer=init_worker,
-        initargs=(True, os.getpid()))
+    return EvaluationPool(max(1, workers), mp_context=multiprocessing.get_context("spawn"),
+                          initializer=init_worker, initargs=(True, os.getpid()))
 
 
 Jobs = list[list[list[concurrent.futures.Future]]]  # one evaluation's jobs, [seed][task][chunk]

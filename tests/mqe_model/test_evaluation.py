@@ -155,13 +155,15 @@ def test_evaluation_workers_run_jax_on_one_cpu_thread(monkeypatch):
         evaluation_pool,
     )
 
-    for key in WORKER_THREAD_ENV:  # evaluation_pool sets them in this process; restored afterwards
+    for key in WORKER_THREAD_ENV:
         monkeypatch.setenv(key, "8")
     with evaluation_pool(1) as pool:
         env = {key: pool.submit(os.getenv, key).result() for key in ("JAX_PLATFORMS", "XLA_FLAGS", *WORKER_THREAD_ENV)}
         niceness = pool.submit(os.nice, 0).result()
     assert env.pop("JAX_PLATFORMS") == "cpu" and SINGLE_THREAD_XLA in env.pop("XLA_FLAGS")
     assert set(env.values()) == {"1"}
+    # Only the workers: this process's later children (GNU nproc reads OMP_NUM_THREADS) are unaffected.
+    assert all(os.environ[key] == "8" for key in WORKER_THREAD_ENV)
     assert niceness == min(19, os.nice(0) + WORKER_NICENESS)  # below the training process
 
 
