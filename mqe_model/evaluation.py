@@ -63,15 +63,21 @@ def init_worker(single_thread: bool = True, parent_pid: int | None = None) -> No
 def start_backend_on_one_core() -> None:
     """Create JAX's CPU backend while this process may run on one core only, then give it back
     every core it had. XLA sizes the CPU client's thread pools by the cores a process may use, and
-    the flags above do not shrink them all: on a 64-core machine each worker held ~130 threads, and
+    `SINGLE_THREAD_XLA` does not shrink them all: on a 64-core machine each worker held ~130 threads, and
     seven runs evaluating at once (399 workers) hit the thread limit (`pthread_create` failed in
     `PjRtCpuClient`, and every run's pool broke). Sized on one core, a worker holds a few threads."""
     import jax
 
+    def first_run() -> None:  # a first compilation and run: the compiler's and the runtime's pools start lazily
+        jax.jit(lambda x: x + 1)(jax.numpy.zeros(())).block_until_ready()
+
+    if not hasattr(os, "sched_getaffinity"):  # not Linux: no affinity to narrow
+        first_run()
+        return
     allowed = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(allowed)})
-    try:  # a first compilation and run: the compiler's and the runtime's pools start lazily
-        jax.jit(lambda x: x + 1)(jax.numpy.zeros(())).block_until_ready()
+    try:
+        first_run()
     finally:
         os.sched_setaffinity(0, allowed)
 
