@@ -278,13 +278,16 @@ class OGBenchEvaluator:
         logger.info("evaluation at step %d on %s: success %.3f", step, self.env_name, out["eval/success"])
         return out
 
+    def _collect_oldest(self) -> tuple[int, dict[str, float] | None]:
+        step, pool, jobs = self._pending.pop(0)
+        return step, self._collect(step, pool, jobs)
+
     def poll(self) -> list[tuple[int, dict[str, float]]]:
         """Results of the evaluations that have finished, oldest first (failed ones left out)."""
         done = []
         while self._pending and all(job.done() for seed_jobs in self._pending[0][2] for task_jobs in seed_jobs
                                     for job in task_jobs):
-            step, pool, jobs = self._pending.pop(0)
-            result = self._collect(step, pool, jobs)
+            step, result = self._collect_oldest()
             if result is not None:
                 done.append((step, result))
         return done
@@ -296,8 +299,7 @@ class OGBenchEvaluator:
         earlier ones."""
         try:
             while self._pending:
-                step, pool, jobs = self._pending.pop(0)
-                result = self._collect(step, pool, jobs)
+                step, result = self._collect_oldest()
                 if result is not None:
                     yield step, result
         finally:

@@ -21,12 +21,15 @@ def truncate_after(path: Path, step: int) -> None:
     path.write_text("".join(line + "\n" for line in kept))
 
 
-def evaluated_steps(path: Path) -> set[int]:
-    """Steps at which `path` (a metrics.jsonl) holds an evaluation's success rate."""
-    if not path.is_file():
-        return set()
-    rows = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
-    return {row["step"] for row in rows if "eval/success" in row}
+def read_evaluations(workdir: Path, key: str = "eval/success") -> list[dict[str, Any]]:
+    """The run's evaluation rows (those with `key`) from metrics.jsonl, one per step (latest wins), by step."""
+    rows: dict[int, dict[str, Any]] = {}
+    path = workdir / METRICS_FILE
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        row = json.loads(line)
+        if key in row:
+            rows[int(row["step"])] = row
+    return [rows[step] for step in sorted(rows)]
 
 
 class MetricsWriter:

@@ -32,7 +32,7 @@ from mqe_model.data.augment import AUGMENTATIONS, DEFAULT_PROB, augment_batch
 from mqe_model.data.dataset import DatasetError
 from mqe_model.data.prepare import PreparedData, prepare
 from mqe_model.evaluation import EvaluationUnavailable, make_env
-from mqe_model.metrics import METRICS_FILE, MetricsWriter, evaluated_steps, truncate_after
+from mqe_model.metrics import METRICS_FILE, MetricsWriter, read_evaluations, truncate_after
 from mqe_model.parallel import DataParallel, maybe_initialize_distributed
 
 logger = logging.getLogger(__name__)
@@ -265,7 +265,7 @@ def train(cfg: TrainConfig, setup: RunSetup) -> Any:
         from mqe_model.evaluation import OGBenchEvaluator
 
         evaluator = OGBenchEvaluator(cfg.eval_env, cfg.eval_episodes, cfg.eval_workers, cfg.seed)
-        if start >= cfg.steps and start not in evaluated_steps(cfg.workdir / METRICS_FILE):
+        if start >= cfg.steps and start not in [row["step"] for row in read_evaluations(cfg.workdir)]:
             # The run ended but its last evaluation did not (a killed process, a broken worker pool):
             # the checkpoint holds the final parameters, so resuming completes it.
             logger.info("the run's evaluation at step %d is missing; evaluating its checkpoint", start)

@@ -31,6 +31,7 @@ import numpy as np
 import tyro
 
 from mqe_model.cli_logging import setup_logging
+from mqe_model.metrics import read_evaluations
 from mqe_model.ogbench import generate
 
 logger = logging.getLogger(__name__)
@@ -226,19 +227,6 @@ def train_command(cfg: ReproduceConfig, dataset: str, data: Path, seed: int, wor
     command += ["--num-seeds", str(num_seeds)] if num_seeds > 1 else []
     command += ["--set", *overrides] if overrides else []
     return command + ([] if cfg.progress else ["--no-progress"])
-
-
-def read_evaluations(workdir: Path, key: str = "eval/success") -> list[dict[str, Any]]:
-    """The run's evaluation rows (those with `key`) from metrics.jsonl, one per step (latest wins), by step."""
-    from mqe_model.metrics import METRICS_FILE
-
-    rows: dict[int, dict[str, Any]] = {}
-    path = workdir / METRICS_FILE
-    for line in path.read_text().splitlines() if path.is_file() else []:
-        row = json.loads(line)
-        if key in row:
-            rows[int(row["step"])] = row
-    return [rows[step] for step in sorted(rows)]
 
 
 def seed_score(evaluations: list[dict[str, Any]], key: str = "eval/success") -> float:

@@ -22,11 +22,11 @@ from typing import Annotated, Any
 import numpy as np
 import tyro
 
+from mqe_model.metrics import read_evaluations
 from mqe_model.ogbench.generate import versioned_name
 from mqe_model.ogbench.reproduce import (
     PAPER_RESULTS,
     SCORED_EVALUATIONS,
-    read_evaluations,
     run_seeds,
     seed_score,
     standard_error,
