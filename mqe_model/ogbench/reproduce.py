@@ -3,6 +3,7 @@
     mqe-ogbench-repro scene-play-v0 --agent mqe --seeds 0 1 2 3 4 5 6 7
     mqe-ogbench-repro pointmaze-giant-stitch-v0 --agent gciql --seeds 0 1 2 3
     mqe-ogbench-repro puzzle-4x4-play-v0 --seeds 0 1 2 3 --vmap-seeds   # one run, 4 seeds at once
+    mqe-ogbench-repro scene-play-v0 --seeds 0 1 2 3 --gpus 0 1 2 3      # 4 runs at once, one per GPU
 
 For the dataset it generates the data if missing (`mqe-ogbench-data`, or takes `--data`), trains one
 `mqe-train` run per seed (a subprocess, so the exact command is recorded and re-runnable; MQE gets
@@ -11,7 +12,10 @@ the paper's alpha for the environment; with `--vmap-seeds`, one run trains all s
 evaluation hook (5 tasks x 50 episodes, deterministic actions, every `--eval-every` updates) and
 scores each seed by the mean success of its last 3 evaluations. The row (mean and standard error
 over seeds, time per run, the commands) goes to `<out>.json` and `<out>.md`. Re-running resumes
-unfinished runs (`mqe-train --resume`). Bad input: one line, exit 2.
+unfinished runs (`mqe-train --resume`). With `--gpus`, the runs go at once, each alone on one of the
+listed GPUs (`CUDA_VISIBLE_DEVICES`), each writing its output to `<run directory>.log`; with
+`--vmap-seeds` too, the consecutive seeds are split into one vmapped run per GPU. Bad input: one
+line, exit 2.
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ import dataclasses
 import json
 import logging
 import os
+import queue
 import shlex
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -115,6 +121,7 @@ class ReproduceConfig:
     agent: Literal["mqe", "gcbc", "gciql"] = "mqe"  # algorithm
     seeds: tuple[int, ...] = (0,)  # training seeds (the paper: 8 for state-based tasks)
     vmap_seeds: bool = False  # train the seeds in one run with jax.vmap (mqe-train --num-seeds); consecutive seeds
+    gpus: tuple[str, ...] = ()  # GPU ids (CUDA_VISIBLE_DEVICES) to run the seeds' runs on at once, one run per GPU; () runs them one after another
     steps: int = 1_000_000  # updates per run (the paper: 1M state-based)
     preset: str = "ogbench_state"  # agent preset of mqe-train
     set: tuple[str, ...] = ()  # further agent overrides, key=value, applied after the paper's alpha
@@ -143,6 +150,9 @@ class ReproduceConfig:
                                  f"not {' '.join(map(str, self.seeds))}")
         if min(self.steps, self.eval_every, self.eval_episodes) < 1:
             raise ReproduceError("--steps, --eval-every and --eval-episodes must be >= 1")
+        if len(set(self.gpus)) != len(self.gpus) or not all(gpu.isdigit() for gpu in self.gpus):
+            raise ReproduceError(f"--gpus {' '.join(self.gpus)}: give distinct GPU numbers as nvidia-smi lists them, "
+                                 "e.g. --gpus 0 1")
         if not 0 <= self.eval_start <= self.steps:
             raise ReproduceError(f"--eval-start {self.eval_start}: must be within [0, --steps {self.steps}]")
 
@@ -250,21 +260,39 @@ def success_key(index: int, num_seeds: int) -> str:
     return "eval/success" if num_seeds == 1 else f"eval/seed{index}_success"
 
 
-def train_run(cfg: ReproduceConfig, dataset: str, data: Path, seeds: list[int]) -> list[dict[str, Any]]:
+def seed_groups(seeds: list[int], vmap_seeds: bool, num_gpus: int) -> list[list[int]]:
+    """The seeds of each mqe-train run: one seed per run, or with `vmap_seeds` consecutive blocks, one
+    block per GPU (as even as the count allows) when several GPUs run them at once."""
+    if not vmap_seeds:
+        return [[seed] for seed in seeds]
+    return [[int(seed) for seed in block] for block in np.array_split(seeds, min(max(num_gpus, 1), len(seeds)))]
+
+
+def train_run(cfg: ReproduceConfig, dataset: str, data: Path, seeds: list[int],
+              gpu: str | None = None) -> list[dict[str, Any]]:
     """Train and evaluate `seeds` (one seed, or consecutive seeds vmapped) in one mqe-train subprocess;
-    each seed's score and evaluation history."""
+    each seed's score and evaluation history. With `gpu`, the run sees that GPU alone and its output
+    goes to `<run directory>.log` (runs on other GPUs print at the same time)."""
     name = run_name(seeds)
     workdir = cfg.runs_dir / dataset / cfg.agent / name
     command = train_command(cfg, dataset, data, seeds[0], workdir, len(seeds))
-    logger.info("%s: %s", name, shlex.join(command))
+    logger.info("%s%s: %s", name, "" if gpu is None else f" on GPU {gpu}", shlex.join(command))
     resumed = not cfg.overwrite and (workdir / "checkpoints").is_dir()
     package_root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+    log = None if gpu is None else workdir.with_name(name + ".log")
     start = time.perf_counter()
-    result = subprocess.run(command, env=env, check=False)
+    if log is None:
+        result = subprocess.run(command, env=env, check=False)
+    else:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a") as output:
+            result = subprocess.run(command, env={**env, "CUDA_VISIBLE_DEVICES": gpu}, stdout=output,
+                                    stderr=subprocess.STDOUT, check=False)
     seconds = time.perf_counter() - start
     if result.returncode != 0:
-        raise ReproduceError(f"{name}: mqe-train exited with {result.returncode}; its output above says why "
+        where = "its output above" if log is None else str(log)
+        raise ReproduceError(f"{name}: mqe-train exited with {result.returncode}; {where} says why "
                              f"(re-run this command to resume: {shlex.join(command)})")
     runs = []
     for index, seed in enumerate(seeds):
@@ -302,7 +330,7 @@ def summarize(cfg: ReproduceConfig, dataset: str, data: Path, generated_by: str 
         "dataset": dataset, "agent": cfg.agent, "preset": cfg.preset,
         "alpha": paper_alpha(dataset) if cfg.agent == "mqe" else None,
         "protocol_overrides": protocol_overrides(cfg.agent, dataset), "overrides": list(cfg.set),
-        "steps": cfg.steps, "seeds": list(cfg.seeds), "vmap_seeds": cfg.vmap_seeds,
+        "steps": cfg.steps, "seeds": list(cfg.seeds), "vmap_seeds": cfg.vmap_seeds, "gpus": list(cfg.gpus),
         "success_mean": float(scores.mean()), "success_sem": sem, "success_per_seed": scores.tolist(),
         "paper": {"mean": paper[0], "sem": paper[1]} if paper else None,
         "protocol": {"tasks": 5, "episodes_per_task": cfg.eval_episodes, "eval_every": cfg.eval_every,
@@ -322,6 +350,8 @@ def markdown_row(row: dict[str, Any]) -> str:
     duration = f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
     if row.get("vmap_seeds") and len(row["seeds"]) > 1:
         duration += f" ({len(row['seeds'])} seeds at once)"
+    if len(row.get("gpus", [])) > 1:
+        duration += f", runs on {len(row['gpus'])} GPUs at once"
     return (f"| {row['dataset']} | {row['agent']} | {row['success_mean']:.1f}{sem} | {paper} | "
             f"{len(row['seeds'])} | {row['steps']} | {settings.get('mujoco_version', 'official file')} | "
             f"{duration} |")
@@ -330,6 +360,31 @@ def markdown_row(row: dict[str, Any]) -> str:
 MARKDOWN_HEADER = ("| dataset | agent | ours (success %, mean ± s.e.) | paper | seeds | steps | MuJoCo "
                    "| time per run |\n"
                    "| --- | --- | --- | --- | --- | --- | --- | --- |")
+
+
+def train_groups(cfg: ReproduceConfig, dataset: str, data: Path,
+                 groups: list[list[int]]) -> list[list[dict[str, Any]]]:
+    """Each group's runs, in order: one after another, or with `--gpus` at once, each group on a GPU of
+    its own as soon as one is free. Every run goes to its end before a failure is reported."""
+    if not cfg.gpus:
+        return [train_run(cfg, dataset, data, seeds) for seeds in groups]
+    free_gpus: queue.SimpleQueue[str] = queue.SimpleQueue()
+    for gpu in cfg.gpus:
+        free_gpus.put(gpu)
+
+    def on_free_gpu(seeds: list[int]) -> list[dict[str, Any]]:
+        gpu = free_gpus.get()
+        try:
+            return train_run(cfg, dataset, data, seeds, gpu)
+        finally:
+            free_gpus.put(gpu)
+
+    with ThreadPoolExecutor(max_workers=len(cfg.gpus)) as pool:
+        futures = [pool.submit(on_free_gpu, seeds) for seeds in groups]
+    failures = [str(future.exception()) for future in futures if future.exception() is not None]
+    if failures:
+        raise ReproduceError("; ".join(failures))
+    return [future.result() for future in futures]
 
 
 def reproduce(cfg: ReproduceConfig) -> dict[str, Any]:
@@ -344,8 +399,8 @@ def reproduce(cfg: ReproduceConfig) -> dict[str, Any]:
     except EvaluationUnavailable as e:
         raise ReproduceError(str(e)) from None
     data, generated_by = ensure_data(cfg, dataset)
-    groups = [list(cfg.seeds)] if cfg.vmap_seeds else [[seed] for seed in cfg.seeds]
-    runs = [run for seeds in groups for run in train_run(cfg, dataset, data, seeds)]
+    groups = seed_groups(list(cfg.seeds), cfg.vmap_seeds, len(cfg.gpus))
+    runs = [run for group_runs in train_groups(cfg, dataset, data, groups) for run in group_runs]
     row = summarize(cfg, dataset, data, generated_by, runs)
     out = cfg.out or cfg.runs_dir / dataset / cfg.agent
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -122,3 +124,64 @@ def test_eval_start_beyond_the_run_is_refused():
 @pytest.mark.parametrize("seeds", [[3], [0, 1, 2, 3], [4, 5]])
 def test_run_names_give_back_their_seeds(seeds):
     assert reproduce.run_seeds(reproduce.run_name(seeds)) == seeds
+
+
+@pytest.mark.parametrize(("seeds", "vmap", "gpus", "groups"), [
+    ([0, 1, 2, 3], False, 4, [[0], [1], [2], [3]]),
+    ([0, 1, 2, 3], True, 0, [[0, 1, 2, 3]]),
+    ([0, 1, 2, 3, 4, 5, 6, 7], True, 4, [[0, 1], [2, 3], [4, 5], [6, 7]]),
+    ([0, 1, 2, 3, 4], True, 2, [[0, 1, 2], [3, 4]]),
+    ([5, 6], True, 4, [[5], [6]]),
+])
+def test_seed_groups(seeds, vmap, gpus, groups):
+    assert reproduce.seed_groups(seeds, vmap, gpus) == groups
+
+
+def test_gpus_run_groups_at_once_one_per_gpu(monkeypatch):
+    import threading
+
+    lock, busy, peak, seen = threading.Lock(), set(), [0], []
+
+    def fake_train_run(cfg, dataset, data, seeds, gpu=None):
+        with lock:
+            assert gpu not in busy, "two runs on one GPU"
+            busy.add(gpu)
+            peak[0] = max(peak[0], len(busy))
+            seen.append((seeds[0], gpu))
+        time.sleep(0.05)
+        with lock:
+            busy.remove(gpu)
+        if seeds == [4]:
+            raise reproduce.ReproduceError("seed4: mqe-train exited with 1")
+        return [{"seed": seeds[0]}]
+
+    monkeypatch.setattr(reproduce, "train_run", fake_train_run)
+    cfg = reproduce.ReproduceConfig("scene-play", seeds=(0, 1, 2, 3, 4), gpus=("2", "5"))
+    with pytest.raises(reproduce.ReproduceError, match="seed4"):  # reported once every run has ended
+        reproduce.train_groups(cfg, "scene-play-v0", Path("d.npz"), [[s] for s in cfg.seeds])
+    assert sorted(s for s, _ in seen) == [0, 1, 2, 3, 4] and {g for _, g in seen} == {"2", "5"}
+    assert peak[0] == 2
+    cfg = dataclasses.replace(cfg, seeds=(0, 1, 2))
+    assert reproduce.train_groups(cfg, "scene-play-v0", Path("d.npz"), [[0], [1], [2]]) == [
+        [{"seed": 0}], [{"seed": 1}], [{"seed": 2}]]
+
+
+@pytest.mark.parametrize("gpus", [["0", "0"], ["cuda:0"]])
+def test_bad_gpu_lists_are_refused(gpus):
+    with pytest.raises(SystemExit) as exit_info:
+        reproduce.main(["scene-play", "--gpus", *gpus])
+    assert exit_info.value.code == 2
+
+
+def test_runs_on_gpus_write_one_row_and_a_log_each(tmp_path):
+    args = ["pointmaze-medium-navigate", "--preset", "tiny", "--steps", "10", "--eval-every", "10",
+            "--eval-episodes", "1", "--eval-workers", "1", "--data-dir", str(tmp_path / "data"),
+            "--runs-dir", str(tmp_path / "runs"), "--no-progress", "--data-episodes", "3", "--data-length", "50",
+            "--agent", "gcbc", "--seeds", "0", "1", "--gpus", "0", "1"]
+    assert reproduce.main(args) == 0
+    out = tmp_path / "runs" / "pointmaze-medium-navigate-v0" / "gcbc"
+    row = json.loads(out.with_suffix(".json").read_text())
+    assert row["seeds"] == [0, 1] and row["gpus"] == ["0", "1"] and [r["seed"] for r in row["runs"]] == [0, 1]
+    assert "runs on 2 GPUs at once" in out.with_suffix(".md").read_text()
+    for seed in (0, 1):  # each run's output went to its own log, not to the terminal
+        assert "step" in (out / f"seed{seed}.log").read_text()
