@@ -217,6 +217,29 @@ def create_agent(cfg: TrainConfig, setup: RunSetup, example: dict[str, np.ndarra
     return jax.tree_util.tree_map(lambda *xs: np.stack(xs), *agents)
 
 
+def missing_evaluation_steps(cfg: TrainConfig, saved: list[int], evaluated: set[int], start: int) -> list[int]:
+    """Saved steps up to `start` that the schedule evaluates (a multiple of --eval-every from --eval-start
+    on, or the last step) but metrics.jsonl does not hold: their evaluation was lost with the process
+    (killed while evaluations queued behind the training, a broken worker pool)."""
+    scheduled = lambda step: step == cfg.steps or (step >= cfg.eval_start and step % cfg.eval_every == 0)  # noqa: E731
+    return sorted(step for step in saved if step <= start and step not in evaluated and scheduled(step))
+
+
+def submit_missing_evaluations(cfg: TrainConfig, evaluator: Any, start: int, params: Any,
+                               start_metadata: dict[str, Any]) -> None:
+    """On resume, evaluate from their checkpoints the scheduled evaluations that never reached
+    metrics.jsonl, oldest first, so they are written before the evaluations of the steps to come."""
+    saved = checkpoints.step_dirs(cfg.workdir / "checkpoints")
+    evaluated = {row["step"] for row in read_evaluations(cfg.workdir)}
+    for step in missing_evaluation_steps(cfg, list(saved), evaluated, start):
+        logger.info("the run's evaluation at step %d is missing; evaluating its checkpoint", step)
+        if step == start:
+            evaluator.submit(step, cfg.agent, start_metadata, params)
+        else:
+            evaluator.submit(step, cfg.agent, checkpoints.read_metadata(saved[step]),
+                             checkpoints.restore_params(saved[step]))
+
+
 def train(cfg: TrainConfig, setup: RunSetup) -> Any:
     """Run the training loop; returns the final agent."""
     parallel = DataParallel(cfg.devices)
@@ -265,11 +288,8 @@ def train(cfg: TrainConfig, setup: RunSetup) -> Any:
         from mqe_model.evaluation import OGBenchEvaluator
 
         evaluator = OGBenchEvaluator(cfg.eval_env, cfg.eval_episodes, cfg.eval_workers, cfg.seed)
-        if start >= cfg.steps and start not in [row["step"] for row in read_evaluations(cfg.workdir)]:
-            # The run ended but its last evaluation did not (a killed process, a broken worker pool):
-            # the checkpoint holds the final parameters, so resuming completes it.
-            logger.info("the run's evaluation at step %d is missing; evaluating its checkpoint", start)
-            evaluator.submit(start, cfg.agent, metadata(start), agent.params)
+        if setup.resume_step is not None:
+            submit_missing_evaluations(cfg, evaluator, start, agent.params, metadata(start))
     stream = BatchStream(sampler, batch_size, cfg.seed, cfg.num_seeds, parallel,
                          cfg.data_workers, cfg.prefetch)
     chunks = plan_chunks(start, cfg.steps, cfg.updates_per_dispatch, (cfg.save_every,))

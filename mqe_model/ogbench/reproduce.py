@@ -205,6 +205,16 @@ def checkpoint_interval(eval_every: int) -> int:
     return min(eval_every, default) if default % eval_every == 0 or eval_every % default == 0 else eval_every
 
 
+def checkpoints_to_keep(steps: int, eval_every: int, eval_start: int, save_every: int) -> int:
+    """mqe-train's --keep: every checkpoint from the first scored evaluation on, so a run stopped while
+    its evaluations queue behind the training can evaluate them from checkpoints when resumed."""
+    last_multiple = (steps - 1) // eval_every * eval_every
+    scored = [steps] + [m for m in (last_multiple, last_multiple - eval_every) if m > 0 and m >= eval_start]
+    first = min(scored)
+    saves = steps // save_every - (first - 1) // save_every + (1 if steps % save_every else 0)
+    return max(3, saves)
+
+
 def protocol_overrides(agent: str, dataset: str) -> list[str]:
     """The agent settings OGBench's protocol fixes for a dataset: MQE's alpha from the paper; the
     baselines' batch and policy MLP, GCIQL's DDPG+BC and its alpha and giant-maze discount from OGBench;
@@ -227,12 +237,14 @@ def train_command(cfg: ReproduceConfig, dataset: str, data: Path, seed: int, wor
                   num_seeds: int = 1) -> list[str]:
     """The mqe-train command line of one run (seeds seed .. seed + num_seeds - 1)."""
     overrides = protocol_overrides(cfg.agent, dataset) + list(cfg.set)
+    save_every = min(checkpoint_interval(cfg.eval_every), cfg.steps)
     command = [sys.executable, "-m", "mqe_model.train", "--agent", cfg.agent, "--preset", cfg.preset,
                "--data", str(data), "--workdir", str(workdir), "--steps", str(cfg.steps), "--seed", str(seed),
                "--eval-env", dataset, "--eval-every", str(cfg.eval_every), "--eval-start", str(cfg.eval_start),
                "--eval-episodes", str(cfg.eval_episodes), "--eval-workers", str(cfg.eval_workers),
                "--log-every", str(min(1000, cfg.steps)),
-               "--save-every", str(min(checkpoint_interval(cfg.eval_every), cfg.steps)),
+               "--save-every", str(save_every),
+               "--keep", str(checkpoints_to_keep(cfg.steps, cfg.eval_every, cfg.eval_start, save_every)),
                "--overwrite" if cfg.overwrite else "--resume"]
     command += ["--num-seeds", str(num_seeds)] if num_seeds > 1 else []
     command += ["--set", *overrides] if overrides else []

@@ -267,3 +267,34 @@ def test_combine_weights_jobs_by_their_episodes():
 
     parts = [{"success": 1.0, "length": 100.0, "episodes": 1}, {"success": 0.25, "length": 400.0, "episodes": 4}]
     assert combine(parts) == pytest.approx({"success": 0.4, "length": 340.0})
+
+
+def test_resume_evaluates_every_lost_evaluation_from_its_checkpoint():
+    """A run killed while evaluations queued behind its training: resumed, it evaluates the missing
+    scheduled steps whose checkpoints exist, oldest first, and the results equal the lost ones."""
+    import json
+
+    data = write_state_npz(TMP / "maze6.npz", episodes=4, length=20, obs_dim=2, action_dim=2)
+    workdir = TMP / "eval-run-lost"
+    args = run_args(workdir, data, "gcbc", 30, "--eval-env", MAZE, "--eval-every", "10", "--save-every", "10",
+                    "--keep", "3", "--eval-episodes", "1", "--eval-workers", "1")
+    assert train.main(args) == 0
+    metrics = workdir / "metrics.jsonl"
+    rows = [json.loads(x) for x in metrics.read_text().splitlines()]
+    evaluations = [x for x in rows if "eval/success" in x]
+    assert [x["step"] for x in evaluations] == [10, 20, 30]
+    metrics.write_text("".join(json.dumps(x) + "\n" for x in rows if x.get("step") != 20 and x.get("step") != 30
+                               or "eval/success" not in x))
+    assert train.main([*args, "--resume"]) == 0
+    again = [json.loads(x) for x in metrics.read_text().splitlines() if "eval/success" in x]
+    assert again == evaluations  # 20 from its checkpoint, 30 from the restored agent: same results, in order
+    assert train.main([*args, "--resume"]) == 0
+    assert [json.loads(x) for x in metrics.read_text().splitlines() if "eval/success" in x] == evaluations
+
+
+def test_missing_evaluation_steps_follow_the_schedule():
+    cfg = train.TrainConfig(agent="gcbc", preset="tiny", data=Path("d.npz"), workdir=Path("w"), steps=100,
+                            eval_env=MAZE, eval_every=20, eval_start=40)
+    saved = [30, 40, 50, 60, 80, 100]
+    assert train.missing_evaluation_steps(cfg, saved, {60}, 100) == [40, 80, 100]
+    assert train.missing_evaluation_steps(cfg, saved, {40, 60, 80}, 60) == []  # 80 and 100 lie ahead

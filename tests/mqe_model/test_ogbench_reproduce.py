@@ -185,3 +185,18 @@ def test_runs_on_gpus_write_one_row_and_a_log_each(tmp_path):
     assert "runs on 2 GPUs at once" in out.with_suffix(".md").read_text()
     for seed in (0, 1):  # each run's output went to its own log, not to the terminal
         assert "step" in (out / f"seed{seed}.log").read_text()
+
+
+@pytest.mark.parametrize(("steps", "eval_every", "eval_start", "save_every", "keep"), [
+    (1_000_000, 100_000, 0, 50_000, 5),  # 800k, 850k, 900k, 950k, 1M
+    (1_000_000, 100_000, 900_000, 50_000, 3),  # only 900k and 1M are evaluated
+    (20, 10, 0, 10, 3),  # 10 and 20
+    (95_000, 10_000, 0, 5_000, 4),  # scored 80k, 90k, 95k (the last step); saves 80k, 85k, 90k, 95k
+    (95_000, 10_000, 0, 10_000, 3),  # saves 80k, 90k, 95k
+    (400, 100, 0, 100, 3),
+])
+def test_checkpoints_of_the_scored_evaluations_are_kept(steps, eval_every, eval_start, save_every, keep):
+    assert reproduce.checkpoints_to_keep(steps, eval_every, eval_start, save_every) == keep
+    command = reproduce.train_command(reproduce.ReproduceConfig("scene-play", steps=1_000_000),
+                                      "scene-play-v0", Path("d.npz"), 0, Path("w"))
+    assert command[command.index("--keep") + 1] == "5"
