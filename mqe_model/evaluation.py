@@ -65,7 +65,12 @@ def start_backend_on_one_core() -> None:
     every core it had. XLA sizes the CPU client's thread pools by the cores a process may use, and
     `SINGLE_THREAD_XLA` does not shrink them all: on a 64-core machine each worker held ~130 threads, and
     seven runs evaluating at once (399 workers) hit the thread limit (`pthread_create` failed in
-    `PjRtCpuClient`, and every run's pool broke). Sized on one core, a worker holds a few threads."""
+    `PjRtCpuClient`, and every run's pool broke). Sized on one core, a worker holds a few threads.
+
+    Every thread gets the cores back, not only this one: a thread started while the process was
+    narrowed keeps that one core, and XLA runs its computations on such threads. With only the main
+    thread restored, all the workers of a machine computed their policies on its first core (the
+    tenth session's scene-play evaluations ran ~10x slower than planned)."""
     import jax
 
     def first_run() -> None:  # a first compilation and run: the compiler's and the runtime's pools start lazily
@@ -79,7 +84,18 @@ def start_backend_on_one_core() -> None:
     try:
         first_run()
     finally:
-        os.sched_setaffinity(0, allowed)
+        restore_affinity(allowed)
+
+
+def restore_affinity(cores: set[int]) -> None:
+    """Let every thread of this process run on `cores` (sched_setaffinity with pid 0 sets the calling
+    thread's alone)."""
+    os.sched_setaffinity(0, cores)
+    for thread_id in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(thread_id), cores)
+        except ProcessLookupError:  # the thread has ended since the listing
+            pass
 
 
 def make_env(env_name: str) -> Any:

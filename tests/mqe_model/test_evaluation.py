@@ -194,6 +194,38 @@ def test_a_worker_holds_as_many_threads_on_many_cores_as_on_one():
     assert threads(len(os.sched_getaffinity(0))) == threads(1)
 
 
+def worker_thread_cores() -> dict[str, int]:
+    """In an evaluation worker, after a computation: how many threads may run on which cores."""
+    import collections
+    import glob
+
+    import jax
+
+    jax.jit(lambda x: (x @ x.T).sum())(jax.numpy.ones((64, 64))).block_until_ready()
+    cores = collections.Counter()
+    for task in glob.glob("/proc/self/task/*/status"):
+        with open(task) as status:
+            cores.update(line.split(":")[1].strip() for line in status if line.startswith("Cpus_allowed_list"))
+    return dict(cores)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and at least 2 cores")
+def test_every_worker_thread_runs_on_all_the_workers_cores():
+    # The threads XLA starts while the backend is created on one core must not stay on that core:
+    # XLA computes on them, and every worker of a machine would share its first core.
+    from mqe_model.evaluation import evaluation_pool
+
+    with evaluation_pool(1) as pool:
+        cores = pool.submit(worker_thread_cores).result()
+        allowed = pool.submit(os.sched_getaffinity, 0).result()
+    assert allowed == os.sched_getaffinity(0)
+    assert len(cores) == 1 and sum(cores.values()) > 1, cores  # several threads, all on the same cores
+    (listed,) = cores  # e.g. "0-3,6"
+    spans = [span.partition("-") for span in listed.split(",")]
+    assert {core for first, _, last in spans for core in range(int(first), int(last or first) + 1)} == allowed
+
+
 def test_finish_hands_over_each_evaluation_as_it_completes():
     import concurrent.futures
     import threading
