@@ -6,7 +6,9 @@ Measures, in one run and on one device:
   part with a recomputing backward pass),
 - on a GPU also that maximum in tiled Pallas kernels (`pairwise="pallas"`, `mqe_model/pallas_max.py`),
 each for one seed and for several seeds trained at once with `jax.vmap`, with `--scan` updates
-per dispatch. Batches are random and already on the device, so this times the update alone.
+per dispatch. Batches are random and already on the device, so this times the update alone, two
+ways: waiting for each dispatch (its median), and queueing dispatches back to back and waiting once
+("queued"), as the training loop runs them, so that launch gaps between dispatches overlap.
 Also checks that the fused losses match the naive ones (relative difference).
 
     python benchmarks/train_step.py                   # GPU if present
@@ -58,8 +60,9 @@ def random_batches(rng: np.random.Generator, lead: tuple[int, ...], cfg: BenchCo
     }
 
 
-def time_dispatch(fn, state, batches, cfg: BenchConfig) -> float:
-    """Seconds per dispatch (median of `iters`), after `warmup` untimed dispatches."""
+def time_dispatch(fn, state, batches, cfg: BenchConfig) -> tuple[float, float]:
+    """Seconds per dispatch, after `warmup` untimed dispatches: the median of `iters` dispatches each
+    waited for, and the mean of `iters` dispatches queued back to back and waited for once."""
     for _ in range(cfg.warmup):
         state, _ = fn(state, batches)
     jax.block_until_ready(state)
@@ -69,7 +72,11 @@ def time_dispatch(fn, state, batches, cfg: BenchConfig) -> float:
         state, info = fn(state, batches)
         jax.block_until_ready(info)
         times.append(time.perf_counter() - start)
-    return float(np.median(times))
+    start = time.perf_counter()
+    for _ in range(cfg.iters):
+        state, info = fn(state, batches)
+    jax.block_until_ready((state, info))
+    return float(np.median(times)), (time.perf_counter() - start) / cfg.iters
 
 
 def measure(agent_config: mqe.MQEConfig, cfg: BenchConfig) -> dict[str, float]:
@@ -78,14 +85,16 @@ def measure(agent_config: mqe.MQEConfig, cfg: BenchConfig) -> dict[str, float]:
     b = agent_config.batch_size
     single = mqe.MQEAgent.create(0, random_batches(rng, (), cfg, 2), agent_config)
     scan_batches = random_batches(rng, (cfg.scan,), cfg, b)
-    one = time_dispatch(lambda a, x: a.update_many(x), single, scan_batches, cfg)
+    one, one_queued = time_dispatch(lambda a, x: a.update_many(x), single, scan_batches, cfg)
 
     agents = mqe.create_seeds(list(range(cfg.seeds)), random_batches(rng, (), cfg, 2), agent_config)
     seed_batches = random_batches(rng, (cfg.scan, cfg.seeds), cfg, b)
-    many = time_dispatch(mqe.update_many_seeds, agents, seed_batches, cfg)
+    many, many_queued = time_dispatch(mqe.update_many_seeds, agents, seed_batches, cfg)
     return {
         "steps_per_s": cfg.scan / one,
         "seed_steps_per_s": cfg.scan * cfg.seeds / many,
+        "steps_per_s_queued": cfg.scan / one_queued,
+        "seed_steps_per_s_queued": cfg.scan * cfg.seeds / many_queued,
     }
 
 
@@ -116,7 +125,8 @@ def main(cfg: BenchConfig) -> None:
     for kind in kinds:
         for precision in cfg.precisions:
             variants[f"{kind} {precision}"] = dataclasses.replace(base, pairwise=kind, matmul_precision=precision)
-    print(f"{'variant':<24}{'1 seed steps/s':>16}{'ratio':>8}{f'{cfg.seeds} seeds seed-steps/s':>26}{'ratio':>8}{'max rel. loss diff':>20}")
+    print(f"{'variant':<24}{'1 seed steps/s':>16}{'ratio':>8}{f'{cfg.seeds} seeds seed-steps/s':>26}{'ratio':>8}"
+          f"{'max rel. loss diff':>20}{'queued: 1 seed':>16}{f'{cfg.seeds} seeds':>10}")
     baseline, report = None, {}
     for name, variant in variants.items():
         try:
@@ -126,12 +136,14 @@ def main(cfg: BenchConfig) -> None:
             continue
         report[f"{name}: 1 seed steps/s"] = r["steps_per_s"]
         report[f"{name}: {cfg.seeds} seeds seed-steps/s"] = r["seed_steps_per_s"]
+        report[f"{name}: 1 seed steps/s, queued"] = r["steps_per_s_queued"]
+        report[f"{name}: {cfg.seeds} seeds seed-steps/s, queued"] = r["seed_steps_per_s_queued"]
         baseline = baseline or r
         diff = loss_difference(naive, variant, cfg)
         print(
             f"{name:<24}{r['steps_per_s']:>16.0f}{r['steps_per_s'] / baseline['steps_per_s']:>7.2f}x"
             f"{r['seed_steps_per_s']:>26.0f}{r['seed_steps_per_s'] / baseline['seed_steps_per_s']:>7.2f}x"
-            f"{diff:>20.1e}"
+            f"{diff:>20.1e}{r['steps_per_s_queued']:>16.0f}{r['seed_steps_per_s_queued']:>10.0f}"
         )
     if cfg.json is not None:
         cfg.json.write_text(json.dumps(report, indent=2) + "\n")

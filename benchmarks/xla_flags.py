@@ -94,6 +94,16 @@ def format_results(results: list[tuple[str, str, dict[str, float] | str]]) -> st
     return "\n".join(lines)
 
 
+def format_partial(result: tuple[str, str, dict[str, float] | str], base: dict[str, float] | str) -> str:
+    """One setting's figures as soon as it has run, each with its ratio to the baseline's where known."""
+    name, _, figures = result
+    if not isinstance(figures, dict):
+        return f"  {name}: {figures}"
+    ratio = lambda key: (f" ({figures[key] / base[key]:.2f}x)"  # noqa: E731
+                         if isinstance(base, dict) and base.get(key) else "")
+    return "\n".join(f"  {name}: {key} = {value:.3f}{ratio(key)}" for key, value in figures.items())
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run every setting and print the comparison; exit 2 on bad arguments, 1 if the baseline fails."""
     args = tyro.cli(Args, args=argv)
@@ -107,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, flags in variants:
         print(f"running {module} with {name!r} ...", flush=True)
         results.append((name, flags, run_variant(module, args.target_args, flags, args.timeout_s)))
+        print(format_partial(results[-1], results[0][2]), flush=True)  # a run cut short keeps these
     if not isinstance(results[0][2], dict):
         print(f"xla_flags: error: the baseline {results[0][0]!r} gave {results[0][2]}", file=sys.stderr)
         return 1

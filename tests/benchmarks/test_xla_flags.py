@@ -19,9 +19,13 @@ def test_settings_run_apart_and_compare_to_the_first(capsys):
     assert code == 0, out
     assert "\nseparate: act back to back ms\n" in out
     assert "  base" in out and "1.00x" in out  # the baseline against itself
-    one_thread = [line for line in out.splitlines() if line.startswith("  one thread")]
+    one_thread = [line for line in out.splitlines() if line.startswith("  one thread ")]  # the table, not progress
     assert len(one_thread) == 3 and all(line.endswith("x") for line in one_thread)  # 3 figures, each a ratio
     assert "setting 'bogus'" in out and "no figures (exit" in out  # XLA refused the unknown flag
+    # Each setting's figures were printed as it finished, before the comparison at the end.
+    progress = out[:out.index("setting 'base'")]
+    assert "  base: separate: act back to back ms = " in progress and "(1.00x)" in progress
+    assert progress.index("  one thread: ") < progress.index("running benchmarks.act_latency with 'bogus'")
 
 
 def test_bad_variants_exit_2(capsys):
@@ -42,8 +46,8 @@ def test_train_step_writes_its_figures(tmp_path):
     train_step.main(train_step.BenchConfig(preset="tiny", obs_dim=4, action_dim=2, seeds=2, scan=2, iters=1,
                                            warmup=1, precisions=("float32",), json=out))
     figures = json.loads(out.read_text())
-    assert set(figures) == {"naive f32 (baseline): 1 seed steps/s", "naive f32 (baseline): 2 seeds seed-steps/s",
-                            "fused float32: 1 seed steps/s", "fused float32: 2 seeds seed-steps/s"}
+    assert set(figures) == {f"{variant}: {figure}{how}" for variant in ("naive f32 (baseline)", "fused float32")
+                            for figure in ("1 seed steps/s", "2 seeds seed-steps/s") for how in ("", ", queued")}
     assert all(v > 0 for v in figures.values())
 
 
