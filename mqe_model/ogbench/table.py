@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -34,6 +35,7 @@ from mqe_model.ogbench.reproduce import (
 )
 
 AGENTS = ("mqe", "gciql", "gcbc")
+RUN_DIR = re.compile(r"seed\d+|seeds\d+-\d+")  # the names `reproduce.run_name` gives
 MISSING = "—"
 
 
@@ -68,7 +70,8 @@ def partial_row(agent_dir: Path, dataset: str, agent: str) -> dict[str, Any] | N
     """A row from the evaluations an unfinished run has logged so far (None if it has none): each
     seed scored by the mean of its last (at most 3) evaluations, like a finished run."""
     scores, eval_steps, seeds, trained = [], set(), [], 0
-    for run_dir in sorted(agent_dir.glob("seed*")):
+    # Run directories only: not the `--gpus` logs (`seed0.log`) or anything else a user put there.
+    for run_dir in sorted(p for p in agent_dir.glob("seed*") if p.is_dir() and RUN_DIR.fullmatch(p.name)):
         run = run_seeds(run_dir.name)
         for index, seed in enumerate(run):
             key = success_key(index, len(run))

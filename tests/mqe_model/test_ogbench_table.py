@@ -60,6 +60,8 @@ def test_unfinished_runs_are_scored_from_their_evaluations_and_marked(tmp_path, 
         {"step": 72_000, "eval/success": 0.5, "eval/seed0_success": 0.4, "eval/seed1_success": 0.6},
         {"step": 81_000, "eval/success": 0.7, "eval/seed0_success": 0.6, "eval/seed1_success": 0.8}])
     write_metrics(tmp_path / dataset / "gciql" / "seed0", train_rows[:2])  # no evaluation yet: no score
+    (tmp_path / dataset / "gciql" / "seed0.log").write_text("a run's output under --gpus\n")
+    (tmp_path / dataset / "gciql" / "seed0-old").mkdir()  # not a run directory: left alone
     write_row(tmp_path, dataset, "gcbc", 1.0, 0.5, steps=90_000)
     assert table.main([str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
