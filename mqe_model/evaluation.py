@@ -89,8 +89,7 @@ def start_backend_on_one_core() -> None:
 
 def restore_affinity(cores: set[int]) -> None:
     """Let every thread of this process run on `cores` (sched_setaffinity with pid 0 sets the calling
-    thread's alone)."""
-    os.sched_setaffinity(0, cores)
+    thread's alone; each thread's id is listed under /proc/self/task, this one's too)."""
     for thread_id in os.listdir("/proc/self/task"):
         try:
             os.sched_setaffinity(int(thread_id), cores)

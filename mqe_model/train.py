@@ -217,12 +217,20 @@ def create_agent(cfg: TrainConfig, setup: RunSetup, example: dict[str, np.ndarra
     return jax.tree_util.tree_map(lambda *xs: np.stack(xs), *agents)
 
 
+def evaluates_at(cfg: TrainConfig, chunk_start: int, chunk_end: int) -> bool:
+    """Whether the loop evaluates after the dispatch of updates (chunk_start, chunk_end]: the last
+    one, and from --eval-start on each that passes a multiple of --eval-every."""
+    return chunk_end == cfg.steps or (chunk_end >= cfg.eval_start and crosses(chunk_start, chunk_end, cfg.eval_every))
+
+
 def missing_evaluation_steps(cfg: TrainConfig, saved: list[int], evaluated: set[int], start: int) -> list[int]:
-    """Saved steps up to `start` that the schedule evaluates (a multiple of --eval-every from --eval-start
-    on, or the last step) but metrics.jsonl does not hold: their evaluation was lost with the process
-    (killed while evaluations queued behind the training, a broken worker pool)."""
-    scheduled = lambda step: step == cfg.steps or (step >= cfg.eval_start and step % cfg.eval_every == 0)  # noqa: E731
-    return sorted(step for step in saved if step <= start and step not in evaluated and scheduled(step))
+    """Saved steps up to `start` that the loop evaluated at but metrics.jsonl does not hold: their
+    evaluation was lost with the process (killed while evaluations queued behind the training, a
+    broken worker pool). Chunks end at every checkpoint step, so those from step 0 are the ones any
+    earlier (resumed) part of the run dispatched."""
+    scheduled = {end for begin, end in plan_chunks(0, start, cfg.updates_per_dispatch, (cfg.save_every,))
+                 if evaluates_at(cfg, begin, end)}
+    return sorted(step for step in saved if step in scheduled and step not in evaluated)
 
 
 def submit_missing_evaluations(cfg: TrainConfig, evaluator: Any, start: int, params: Any,
@@ -315,7 +323,7 @@ def train(cfg: TrainConfig, setup: RunSetup) -> Any:
             if last or crosses(chunk_start, chunk_end, cfg.save_every):
                 checkpoints.save(manager, chunk_end, agent, metadata(chunk_end))
             if evaluator is not None:
-                if last or (chunk_end >= cfg.eval_start and crosses(chunk_start, chunk_end, cfg.eval_every)):
+                if evaluates_at(cfg, chunk_start, chunk_end):
                     evaluator.submit(chunk_end, cfg.agent, metadata(chunk_end), agent.params)
                 for step, result in evaluator.poll():
                     writer.write(step, result)

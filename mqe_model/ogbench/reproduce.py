@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import queue
+import re
 import shlex
 import subprocess
 import sys
@@ -254,6 +255,9 @@ def train_command(cfg: ReproduceConfig, dataset: str, data: Path, seed: int, wor
 def seed_score(evaluations: list[dict[str, Any]], key: str = "eval/success") -> float:
     """OGBench's score of one run: mean success over its last 3 evaluations."""
     return float(np.mean([row[key] for row in evaluations[-SCORED_EVALUATIONS:]]))
+
+
+RUN_DIR_NAME = re.compile(r"seed\d+|seeds\d+-\d+")  # the names `run_name` gives
 
 
 def run_name(seeds: list[int]) -> str:

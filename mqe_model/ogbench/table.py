@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,6 +26,7 @@ from mqe_model.metrics import read_evaluations
 from mqe_model.ogbench.generate import versioned_name
 from mqe_model.ogbench.reproduce import (
     PAPER_RESULTS,
+    RUN_DIR_NAME,
     SCORED_EVALUATIONS,
     run_seeds,
     seed_score,
@@ -35,7 +35,6 @@ from mqe_model.ogbench.reproduce import (
 )
 
 AGENTS = ("mqe", "gciql", "gcbc")
-RUN_DIR = re.compile(r"seed\d+|seeds\d+-\d+")  # the names `reproduce.run_name` gives
 MISSING = "—"
 
 
@@ -71,7 +70,7 @@ def partial_row(agent_dir: Path, dataset: str, agent: str) -> dict[str, Any] | N
     seed scored by the mean of its last (at most 3) evaluations, like a finished run."""
     scores, eval_steps, seeds, trained = [], set(), [], 0
     # Run directories only: not the `--gpus` logs (`seed0.log`) or anything else a user put there.
-    for run_dir in sorted(p for p in agent_dir.glob("seed*") if p.is_dir() and RUN_DIR.fullmatch(p.name)):
+    for run_dir in sorted(p for p in agent_dir.glob("seed*") if p.is_dir() and RUN_DIR_NAME.fullmatch(p.name)):
         run = run_seeds(run_dir.name)
         for index, seed in enumerate(run):
             key = success_key(index, len(run))
