@@ -110,10 +110,10 @@ def make_env(env_name: str) -> Any:
 
 
 @functools.lru_cache(maxsize=4)
-def compiled_policy(agent: str, spec: str) -> tuple[Callable, Callable]:
+def compiled_policy(agent: str, spec: str, selection: Any = None) -> tuple[Callable, Callable]:
     """The jitted (goal encoder, deterministic act) of an agent with this JSON config and action
-    statistics. Cached: a worker runs many jobs of one run, and the compilations would otherwise be
-    repeated for each."""
+    statistics (with a `registry.CriticSelection`, the critic picks the action). Cached: a worker
+    runs many jobs of one run, and the compilations would otherwise be repeated for each."""
     import jax
 
     from mqe_model.agents import registry
@@ -122,12 +122,12 @@ def compiled_policy(agent: str, spec: str) -> tuple[Callable, Callable]:
 
     fields = json.loads(spec)
     config = registry.config_from_json(agent, fields["config"])
-    encode_goals, act = inference_fns(agent, config, ActionStats.from_json(fields["action_stats"]))
+    encode_goals, act = inference_fns(agent, config, ActionStats.from_json(fields["action_stats"]), selection)
     return jax.jit(encode_goals), jax.jit(lambda p, o, codes: act(p, o, codes)[0])
 
 
 def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metadata: dict[str, Any],
-                  params: Any, seed: int, first_episode: int = 0) -> dict[str, float]:
+                  params: Any, seed: int, first_episode: int = 0, selection: Any = None) -> dict[str, float]:
     """Success rate and mean episode length of the policy on one task (runs in a worker), over
     episodes `first_episode` .. `first_episode + episodes - 1`: a task's episodes can be split into
     several jobs, each episode seeded by its index, with the same results.
@@ -140,7 +140,7 @@ def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metada
     from mqe_model.data.images import preprocess_image
 
     encode, policy = compiled_policy(agent, json.dumps({key: metadata[key] for key in ("config", "action_stats")},
-                                                       sort_keys=True))
+                                                       sort_keys=True), selection)
     image = metadata.get("image")
     prepare = (lambda x: np.asarray(x, np.float32)) if image is None else (  # noqa: E731
         lambda x: preprocess_image(np.asarray(x), image["height"], image["width"], image["resize"]))
@@ -237,9 +237,10 @@ class OGBenchEvaluator:
     it are logged as failed and listed in `failed`, and later ones get fresh workers, so training
     goes on."""
 
-    def __init__(self, env_name: str, episodes: int, workers: int, seed: int = 0):
+    def __init__(self, env_name: str, episodes: int, workers: int, seed: int = 0, selection: Any = None):
         make_env(env_name)  # fail now, with one line, if OGBench or the environment is missing
         self.env_name, self.episodes, self.seed, self.workers = env_name, episodes, seed, max(1, workers)
+        self.selection = selection  # a registry.CriticSelection: the diagnostic policy; None: the actor's action
         self._pool = evaluation_pool(workers)
         # per evaluation: its step, the pool it runs in, and its jobs
         self._pending: list[tuple[int, concurrent.futures.ProcessPoolExecutor, Jobs]] = []
@@ -258,7 +259,7 @@ class OGBenchEvaluator:
 
         def submit_all() -> Jobs:
             return [[[self._pool.submit(evaluate_task, self.env_name, task, count, agent, metadata, seed_params,
-                                        self.seed, first) for first, count in chunks]
+                                        self.seed, first, self.selection) for first, count in chunks]
                      for task in range(1, NUM_TASKS + 1)]
                     for seed_params in per_seed]
 

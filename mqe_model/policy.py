@@ -82,11 +82,17 @@ class Policy:
         return int(self.metadata["step"])
 
 
-def inference_fns(agent: str, config: Any, stats: ActionStats) -> tuple[registry.GoalFn, registry.ActFn]:
+def inference_fns(agent: str, config: Any, stats: ActionStats,
+                  selection: registry.CriticSelection | None = None) -> tuple[registry.GoalFn, registry.ActFn]:
     """`goal_fn(params, goals) -> codes` and `act_coded_fn(params, observations, codes) ->
     (actions in robot units, distance in steps or NaN)`: the agent's inference functions with the
-    checkpoint's un-normalization applied."""
-    goal_fn, normalized_act = registry.make_goal_and_act_fns(agent, config, stats.dim)
+    checkpoint's un-normalization applied; with `selection` (MQE only), the critic picks the action."""
+    if selection is None:
+        goal_fn, normalized_act = registry.make_goal_and_act_fns(agent, config, stats.dim)
+    elif agent != "mqe":
+        raise ValueError(f"critic selection needs an MQE policy (a quasimetric critic); this one is {agent!r}")
+    else:
+        goal_fn, normalized_act = registry.make_critic_selected_fns(config, stats.dim, selection)
     return goal_fn, _in_robot_units(normalized_act, stats)
 
 

@@ -93,6 +93,50 @@ def make_goal_and_act_fns(name: str, config: Any, action_dim: int) -> tuple[Goal
     return _mqe_inference(config, action_dim, encode_both)
 
 
+@dataclasses.dataclass(frozen=True)
+class CriticSelection:
+    """A diagnostic policy for MQE: of the actor's action and `candidates - 1` fixed perturbations of
+    it, take the one the critic rates best. It asks whether the critic knows better actions than the
+    actor extracted from it (not an OGBench protocol: that scores the actor's action)."""
+
+    candidates: int  # actions rated per step, the actor's own included (>= 2)
+    spread: float  # standard deviation of the perturbations, in normalized action units (> 0)
+    seed: int = 0  # seed of the fixed perturbations (the same at every step)
+
+    def __post_init__(self) -> None:
+        if self.candidates < 2 or not self.spread > 0:
+            raise ValueError(f"critic selection needs candidates >= 2 and spread > 0, got "
+                             f"{self.candidates} and {self.spread}")
+
+
+def make_critic_selected_fns(config: Any, action_dim: int, selection: CriticSelection) -> tuple[GoalFn, ActFn]:
+    """`make_goal_and_act_fns("mqe", ...)` with the act of `selection`: candidates = clip(actor mean +
+    offsets), offsets[0] = 0; the chosen one maximizes the actor's q (the head reduction it trained on)."""
+    encode_goals, act = make_goal_and_act_fns("mqe", config, action_dim)
+    critic = mqe.Critic(config)
+    psi_size = config.num_heads * config.latent_dim
+    offsets = selection.spread * jax.random.normal(jax.random.PRNGKey(selection.seed),
+                                                   (selection.candidates, action_dim))
+    offsets = offsets.at[0].set(0.0)
+    reduce_heads = jnp.min if config.actor_heads == "nearest" else jnp.max
+
+    def act_selected(params: Any, observations: jax.Array, codes: jax.Array) -> tuple[jax.Array, jax.Array]:
+        mean, distance = act(params, observations, codes)
+        candidates = jnp.clip(mean[None] + offsets[:, None], -1.0, 1.0)  # (N, rows, A)
+        rows = codes.shape[0]
+        psi_goals = jnp.swapaxes(codes[:, :psi_size].reshape(rows, config.num_heads, -1), 0, 1)
+        features = critic.apply({"params": params["critic"]}, observations, method=mqe.Critic.features)
+
+        def distances(actions: jax.Array) -> jax.Array:  # (rows,) the actor's q, negated
+            phi = critic.apply({"params": params["critic"]}, features, actions, method=mqe.Critic.phi_of_features)
+            return reduce_heads(mrn_distance(phi, psi_goals, config.num_components), axis=0)
+
+        best = jnp.argmin(jax.vmap(distances)(candidates), axis=0)
+        return jnp.take_along_axis(candidates, best[None, :, None], axis=0)[0], distance
+
+    return encode_goals, act_selected
+
+
 def can_stack_encoders(name: str, config: Any) -> bool:
     """Whether `make_serving_fns(..., stack_encoders=True)` changes anything: image MQE policies only
     (two encoders of one architecture on the same input)."""

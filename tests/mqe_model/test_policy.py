@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from train_helpers import TMP, tiny_run
 
-from mqe_model.agents import mqe
+from mqe_model.agents import mqe, registry
 from mqe_model.checkpoints import CheckpointError
-from mqe_model.policy import load_policy
+from mqe_model.policy import inference_fns, load_policy
+from mqe_model.quasimetric import mrn_distance
 
 
 @pytest.mark.parametrize("agent", ["mqe", "gcbc", "gciql"])
@@ -107,3 +108,39 @@ def test_actor_refuses_encoded_observations_with_raw_goals():
     obs = np.zeros((1, 16, 16, 3), np.uint8)
     with pytest.raises(ValueError, match="needs goals_encoded"):
         mqe.Actor(config, 4).init(jax.random.PRNGKey(0), obs, obs, observations_encoded=True)
+
+
+def test_critic_selection_never_picks_an_action_the_critic_rates_below_the_actors():
+    policy = load_policy(tiny_run("mqe"))
+    selection = registry.CriticSelection(candidates=16, spread=0.5)
+    encode, act = registry.make_goal_and_act_fns("mqe", policy.config, policy.action_dim)
+    _, act_selected = registry.make_critic_selected_fns(policy.config, policy.action_dim, selection)
+    obs = np.random.default_rng(2).normal(size=(32, 6)).astype(np.float32)
+    goals = obs[::-1]
+    codes = encode(policy.params, goals)
+    actor_actions, _ = act(policy.params, obs, codes)
+    chosen, _ = act_selected(policy.params, obs, codes)
+    agent = mqe.MQEAgent.create(0, {"observations": obs, "actions": np.zeros((32, 3), np.float32)},
+                                policy.config).replace(params=policy.params)
+
+    def q(actions):  # the actor's objective: minus the nearer head's distance
+        critic = mqe.Critic(policy.config)
+        phi = critic.apply({"params": agent.params["critic"]}, obs, actions, method=mqe.Critic.phi)
+        psi = critic.apply({"params": agent.params["critic"]}, goals, method=mqe.Critic.psi)
+        return -np.min(np.asarray(mrn_distance(phi, psi, policy.config.num_components)), axis=0)
+
+    assert np.all(np.abs(np.asarray(chosen)) <= 1.0)
+    assert np.all(q(chosen) >= q(actor_actions) - 1e-6)
+    assert np.any(q(chosen) > q(actor_actions))  # 15 perturbations of an untrained actor: some help
+
+
+@pytest.mark.parametrize("candidates, spread", [(1, 0.1), (4, 0.0), (4, float("nan"))])
+def test_critic_selection_rejects_settings_that_select_nothing(candidates, spread):
+    with pytest.raises(ValueError, match="candidates >= 2 and spread > 0"):
+        registry.CriticSelection(candidates, spread)
+
+
+def test_critic_selection_needs_an_mqe_policy():
+    policy = load_policy(tiny_run("gcbc"))
+    with pytest.raises(ValueError, match="needs an MQE policy"):
+        inference_fns("gcbc", policy.config, policy.action_stats, registry.CriticSelection(4, 0.1))

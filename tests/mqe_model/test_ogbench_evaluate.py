@@ -1,0 +1,85 @@
+"""mqe-ogbench-eval: the trainer's evaluation of a saved checkpoint, the critic-selection diagnostic
+and the one-line errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from test_ogbench_distances import ENV, write_xy_npz
+
+from mqe_model import train
+from mqe_model.metrics import read_evaluations
+from mqe_model.ogbench import evaluate
+
+pytest.importorskip("ogbench", reason="the evaluation needs `pip install ogbench` (and MuJoCo)")
+
+
+def evaluated_run(root: Path, agent: str) -> Path:
+    """A 10-update tiny run on pointmaze-shaped data that evaluated itself (1 episode per task)."""
+    workdir = root / agent
+    args = ["--agent", agent, "--preset", "tiny", "--data", str(write_xy_npz(root / "xy.npz")),
+            "--workdir", str(workdir), "--steps", "10", "--updates-per-dispatch", "10", "--log-every", "10",
+            "--save-every", "10", "--no-progress", "--data-workers", "1", "--eval-env", ENV,
+            "--eval-episodes", "1", "--eval-workers", "1"]
+    assert train.main(args) == 0
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("evaluate")
+    return {agent: evaluated_run(root, agent) for agent in ("mqe", "gcbc")}
+
+
+def test_a_saved_checkpoint_scores_as_the_trainer_scored_it(runs, tmp_path, capsys):
+    step_dir = tmp_path / "10"  # params and metadata only, as a checkpoint brought back from a GPU machine
+    shutil.copytree(runs["mqe"] / "checkpoints" / "10", step_dir)
+    shutil.rmtree(step_dir / "train_state")
+    out = tmp_path / "report.json"
+    assert evaluate.main([str(step_dir), "--episodes", "1", "--workers", "1", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    trainer = read_evaluations(runs["mqe"])[-1]
+    (entry,) = report["checkpoints"]
+    assert report["env"] == ENV and entry["step"] == trainer["step"] == 10  # --env from the run
+    assert entry["success"] == pytest.approx(100 * trainer["eval/success"])
+    assert entry["tasks"] == pytest.approx([100 * trainer[f"eval/task{i}_success"] for i in range(1, 6)])
+    assert entry["length"] == pytest.approx(trainer["eval/length"])
+    assert report["success_mean"] == entry["success"] and report["policy"].startswith("actor")
+    assert "mean over 1 checkpoint(s)" in capsys.readouterr().out
+
+
+def test_critic_selection_is_reported_as_the_diagnostic_it_is(runs, tmp_path):
+    out = tmp_path / "critic.json"
+    assert evaluate.main([str(runs["mqe"]), str(runs["mqe"] / "checkpoints"), "--episodes", "1", "--workers", "1",
+                          "--critic-candidates", "4", "--candidate-spread", "0.3", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert [c["step"] for c in report["checkpoints"]] == [10, 10]
+    assert report["checkpoints"][0]["tasks"] == report["checkpoints"][1]["tasks"]  # same episodes, same policy
+    assert "best of 4" in report["policy"] and "not OGBench's protocol" in report["policy"]
+    assert "--critic-candidates 4" in report["command"]
+
+
+@pytest.mark.parametrize("case, message", [
+    ("gcbc-critic", "needs an MQE run"),
+    ("missing", "no such directory"),
+    ("wrong-env", "wrong --env?"),
+    ("one-candidate", "0 (the actor's action) or >= 2"),
+    ("zero-spread", "--candidate-spread 0.0: must be > 0"),
+    ("no-episodes", "must be >= 1"),
+])
+def test_bad_input_is_one_line_and_exit_2(runs, tmp_path, capsys, case, message):
+    mqe_run, gcbc_run = str(runs["mqe"]), str(runs["gcbc"])
+    args = {"gcbc-critic": [gcbc_run, "--critic-candidates", "4"],
+            "missing": [str(tmp_path / "nothing")],
+            "wrong-env": [mqe_run, "--env", "scene-play-v0"],
+            "one-candidate": [mqe_run, "--critic-candidates", "1"],
+            "zero-spread": [mqe_run, "--critic-candidates", "4", "--candidate-spread", "0"],
+            "no-episodes": [mqe_run, "--episodes", "0"]}[case]
+    out = tmp_path / "report.json"
+    assert evaluate.main([*args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("mqe-ogbench-eval: error:") and message in err and "\n" not in err
+    assert not out.exists()
