@@ -123,7 +123,7 @@ def compiled_policy(agent: str, spec: str, selection: Any = None) -> tuple[Calla
     fields = json.loads(spec)
     config = registry.config_from_json(agent, fields["config"])
     encode_goals, act = inference_fns(agent, config, ActionStats.from_json(fields["action_stats"]), selection)
-    return jax.jit(encode_goals), jax.jit(lambda p, o, codes: act(p, o, codes)[0])
+    return jax.jit(encode_goals), jax.jit(act)
 
 
 def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metadata: dict[str, Any],
@@ -149,12 +149,14 @@ def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metada
     width = episodes if time.perf_counter() - start < CHEAP_ENV_S else 1
     envs += [make_env(env_name) for _ in range(width - 1)]
     successes, lengths = np.zeros(episodes), np.zeros(episodes)
+    end_distances = np.full(episodes, np.nan)  # the critic's distance to the goal at the last step (MQE)
     for first in range(0, episodes, width):
         wave = list(range(first, min(first + width, episodes)))
         observations, goals = [], []
         for env, episode in zip(envs, wave, strict=False):
-            observation, info = env.reset(seed=seed + 1000 * task_id + first_episode + episode,
-                                          options={"task_id": task_id, "render_goal": False})
+            episode_seed = seed + 1000 * task_id + first_episode + episode
+            with global_numpy_seed(episode_seed):
+                observation, info = env.reset(seed=episode_seed, options={"task_id": task_id, "render_goal": False})
             observations.append(prepare(observation))
             goals.append(prepare(info["goal"]))
         # A short last wave is padded with copies: one batch shape, one compilation.
@@ -162,8 +164,9 @@ def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metada
         codes = encode(params, np.stack(goals + goals[-1:] * (width - len(wave))))
         running = np.arange(width) < len(wave)
         while running.any():
-            actions = np.asarray(policy(params, observations, codes))
+            actions, distances = (np.asarray(x) for x in policy(params, observations, codes))
             for slot in np.flatnonzero(running):
+                end_distances[wave[slot]] = distances[slot]
                 observation, _, terminated, truncated, info = envs[slot].step(actions[slot])
                 observations[slot] = prepare(observation)
                 lengths[wave[slot]] += 1
@@ -172,7 +175,21 @@ def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metada
                     successes[wave[slot]] = float(info["success"])
     for env in envs:
         env.close()
-    return {"success": float(np.mean(successes)), "length": float(np.mean(lengths)), "episodes": episodes}
+    return {"success": float(np.mean(successes)), "length": float(np.mean(lengths)), "episodes": episodes,
+            "episode_success": successes.tolist(), "episode_end_distance": end_distances.tolist()}
+
+
+@contextlib.contextmanager
+def global_numpy_seed(seed: int) -> Iterator[None]:
+    """numpy's global random state seeded for the block, then restored. OGBench's mazes draw the noise
+    of an episode's start and goal positions from it, not from the seed given to `reset`, so without
+    this the same episode seed gives another episode on every call."""
+    state = np.random.get_state()  # noqa: NPY002 - the global state OGBench draws from
+    np.random.seed(seed)  # noqa: NPY002
+    try:
+        yield
+    finally:
+        np.random.set_state(state)  # noqa: NPY002
 
 
 def episode_chunks(episodes: int, jobs_per_evaluation: int, workers: int) -> list[tuple[int, int]]:
@@ -184,10 +201,33 @@ def episode_chunks(episodes: int, jobs_per_evaluation: int, workers: int) -> lis
     return [(int(a), int(b - a)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
-def combine(results: list[dict[str, float]]) -> dict[str, float]:
-    """One task's success rate and mean length from its jobs' results, weighted by their episodes."""
+def combine(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """One task's success rate and mean length from its jobs' results, weighted by their episodes,
+    and their per-episode lists joined in episode order."""
     episodes = sum(r["episodes"] for r in results)
-    return {key: sum(r[key] * r["episodes"] for r in results) / episodes for key in ("success", "length")}
+    out = {key: sum(r[key] * r["episodes"] for r in results) / episodes for key in ("success", "length")}
+    for key in EPISODE_LISTS:
+        if all(key in r for r in results):
+            out[key] = [v for r in results for v in r[key]]
+    return out
+
+
+EPISODE_LISTS = ("episode_success", "episode_end_distance")
+
+
+def end_distance_metrics(results: list[dict[str, Any]]) -> dict[str, float]:
+    """The critic's mean distance to the goal (steps) at the last step of the successful and of the
+    failed episodes: whether a failure is a policy that stops short of a goal the critic sees as far,
+    or a critic that sees the goal reached where it is not. Empty for agents without a distance."""
+    if not all(key in r for r in results for key in EPISODE_LISTS):
+        return {}
+    success = np.concatenate([r["episode_success"] for r in results]).astype(bool)
+    distance = np.concatenate([r["episode_end_distance"] for r in results])
+    out = {}
+    for name, mask in (("success", success), ("failure", ~success)):
+        if mask.any() and np.isfinite(distance[mask]).all():
+            out[f"eval/end_distance_{name}"] = float(distance[mask].mean())
+    return out
 
 
 # The numerical libraries' thread pools in the workers: one thread. A spawned worker imports numpy
@@ -289,6 +329,7 @@ class OGBenchEvaluator:
         out = {f"eval/task{i}_success": float(v) for i, v in enumerate(success.mean(axis=0), start=1)}
         out["eval/success"] = float(success.mean())  # over tasks (and seeds)
         out["eval/length"] = float(np.mean([[r["length"] for r in seed_results] for seed_results in results]))
+        out.update(end_distance_metrics([r for seed_results in results for r in seed_results]))
         if len(results) > 1:  # seed k of the run is its --seed + k
             out.update({f"eval/seed{k}_success": float(v) for k, v in enumerate(success.mean(axis=1))})
         logger.info("evaluation at step %d on %s: success %.3f", step, self.env_name, out["eval/success"])

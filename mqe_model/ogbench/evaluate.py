@@ -138,6 +138,8 @@ def checkpoint_entry(step_dir: Path, metadata: dict[str, Any], result: dict[str,
     entry = {"path": str(step_dir), "agent": metadata["agent"], "step": int(metadata["step"]),
              "success": 100 * result["eval/success"], "length": result["eval/length"],
              "tasks": [100 * result[f"eval/task{i}_success"] for i in range(1, NUM_TASKS + 1)]}
+    entry.update({key.removeprefix("eval/"): value for key, value in result.items()
+                  if key.startswith("eval/end_distance_")})  # MQE: the critic's distance at the last step
     seeds = int(metadata.get("num_seeds", 1))
     if seeds > 1:
         entry["seeds"] = [100 * result[f"eval/seed{k}_success"] for k in range(seeds)]
@@ -160,6 +162,10 @@ def format_table(report: dict[str, Any]) -> str:
     for c in report["checkpoints"]:
         tasks = " ".join(f"{t:5.1f}" for t in c["tasks"])
         lines.append(f"{c['step']:>8} {c['success']:>9.1f}  {tasks}   {c['path']}")
+        if "end_distance_failure" in c or "end_distance_success" in c:
+            lines.append(f"{'':>8} critic's distance to the goal at the last step (steps): successes "
+                         f"{c.get('end_distance_success', float('nan')):.1f}, failures "
+                         f"{c.get('end_distance_failure', float('nan')):.1f}")
     if report["checkpoints"]:
         lines.append(f"mean over {len(report['checkpoints'])} checkpoint(s): {report['success_mean']:.1f} % "
                      f"({report['seconds']:.0f} s)")

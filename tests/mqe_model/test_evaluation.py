@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from train_helpers import TMP, run_args, write_state_npz
 
@@ -289,7 +290,10 @@ def test_a_task_split_into_jobs_runs_the_same_episodes(tmp_path, monkeypatch):
     parts = [evaluation.evaluate_task(env, 2, count, "gcbc", metadata, params, seed=3, first_episode=first)
              for first, count in [(0, 2), (2, 1), (3, 2)]]
     assert sorted(seeds) == [3 + 2000 + i for i in range(5)]
-    assert evaluation.combine(parts) == pytest.approx({k: whole[k] for k in ("success", "length")})
+    combined = evaluation.combine(parts)
+    assert {k: combined[k] for k in ("success", "length")} == pytest.approx({k: whole[k] for k in ("success", "length")})
+    assert combined["episode_success"] == whole["episode_success"]  # episode order kept
+    assert len(whole["episode_end_distance"]) == 5 and np.isnan(whole["episode_end_distance"]).all()  # GCBC
     # the worker compiled the policy once for the four jobs
     assert evaluation.compiled_policy.cache_info().misses == 1 and evaluation.compiled_policy.cache_info().hits >= 3
 
@@ -299,6 +303,18 @@ def test_combine_weights_jobs_by_their_episodes():
 
     parts = [{"success": 1.0, "length": 100.0, "episodes": 1}, {"success": 0.25, "length": 400.0, "episodes": 4}]
     assert combine(parts) == pytest.approx({"success": 0.4, "length": 340.0})
+
+
+def test_end_distances_split_by_outcome_and_are_left_out_without_a_critic():
+    from mqe_model.evaluation import end_distance_metrics
+
+    jobs = [{"episode_success": [1.0, 0.0], "episode_end_distance": [2.0, 40.0]},
+            {"episode_success": [0.0, 1.0, 0.0], "episode_end_distance": [60.0, 4.0, 80.0]}]
+    assert end_distance_metrics(jobs) == pytest.approx({"eval/end_distance_success": 3.0,
+                                                        "eval/end_distance_failure": 60.0})
+    assert end_distance_metrics(jobs[:1] + [{"episode_success": [0.0], "episode_end_distance": [float("nan")]}]
+                                ) == {"eval/end_distance_success": 2.0}  # no distance, no mean
+    assert end_distance_metrics([{"episode_success": [0.0]}]) == {}
 
 
 def test_resume_evaluates_every_lost_evaluation_from_its_checkpoint():
@@ -330,3 +346,22 @@ def test_missing_evaluation_steps_follow_the_schedule():
     saved = [30, 40, 50, 60, 80, 100]
     assert train.missing_evaluation_steps(cfg, saved, {60}, 100) == [40, 80, 100]
     assert train.missing_evaluation_steps(cfg, saved, {40, 60, 80}, 60) == []  # 80 and 100 lie ahead
+
+
+def test_an_episode_seed_gives_the_same_episode_on_every_call(tmp_path):
+    """OGBench's mazes draw their start and goal noise from numpy's global state: it is seeded per
+    episode, so the same episodes come back (the critic's distances, not only the outcomes, agree)
+    and the caller's global state is left as it was."""
+    from mqe_model import checkpoints, evaluation
+    from mqe_model.policy import load_policy
+    from server.random_checkpoint import write_random_checkpoint
+
+    step_dir = write_random_checkpoint(tmp_path, "mqe", "tiny", (), None, state_dim=2, action_dim=2)
+    metadata, params = checkpoints.read_metadata(step_dir), load_policy(step_dir).params
+    np.random.seed(123)  # noqa: NPY002 - the global state is what is checked
+    before = np.random.get_state()[1].copy()  # noqa: NPY002
+    runs = [evaluation.evaluate_task("pointmaze-medium-navigate-v0", 1, 2, "mqe", metadata, params, seed=0)
+            for _ in range(2)]
+    assert runs[0]["episode_end_distance"] == runs[1]["episode_end_distance"]
+    assert np.isfinite(runs[0]["episode_end_distance"]).all()
+    assert (np.random.get_state()[1] == before).all()  # noqa: NPY002

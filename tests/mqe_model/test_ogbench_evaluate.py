@@ -47,6 +47,9 @@ def test_a_saved_checkpoint_scores_as_the_trainer_scored_it(runs, tmp_path, caps
     assert entry["success"] == pytest.approx(100 * trainer["eval/success"])
     assert entry["tasks"] == pytest.approx([100 * trainer[f"eval/task{i}_success"] for i in range(1, 6)])
     assert entry["length"] == pytest.approx(trainer["eval/length"])
+    ends = {k: v for k, v in entry.items() if k.startswith("end_distance_")}
+    assert ends and all(v >= 0 for v in ends.values())  # MQE answers its critic's distance
+    assert ends == pytest.approx({k.removeprefix("eval/"): v for k, v in trainer.items() if "end_distance" in k})
     assert report["success_mean"] == entry["success"] and report["policy"].startswith("actor")
     assert "mean over 1 checkpoint(s)" in capsys.readouterr().out
 
