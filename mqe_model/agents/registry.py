@@ -96,17 +96,21 @@ def make_goal_and_act_fns(name: str, config: Any, action_dim: int) -> tuple[Goal
 @dataclasses.dataclass(frozen=True)
 class CriticSelection:
     """A diagnostic policy for MQE: of the actor's action and `candidates - 1` fixed perturbations of
-    it, take the one the critic rates best. It asks whether the critic knows better actions than the
-    actor extracted from it (not an OGBench protocol: that scores the actor's action)."""
+    it, take the one the critic rates best (or, as a control, worst). It asks whether the critic knows
+    better actions than the actor extracted from it (not an OGBench protocol: that scores the actor's
+    action)."""
 
     candidates: int  # actions rated per step, the actor's own included (>= 2)
     spread: float  # standard deviation of the perturbations, in normalized action units (> 0)
+    pick: str = "best"  # 'best': the largest q; 'worst': the smallest (how much the ranking matters)
     seed: int = 0  # seed of the fixed perturbations (the same at every step)
 
     def __post_init__(self) -> None:
         if self.candidates < 2 or not self.spread > 0:
             raise ValueError(f"critic selection needs candidates >= 2 and spread > 0, got "
                              f"{self.candidates} and {self.spread}")
+        if self.pick not in ("best", "worst"):
+            raise ValueError(f"critic selection picks 'best' or 'worst', got {self.pick!r}")
 
 
 def make_critic_selected_fns(config: Any, action_dim: int, selection: CriticSelection) -> tuple[GoalFn, ActFn]:
@@ -131,8 +135,9 @@ def make_critic_selected_fns(config: Any, action_dim: int, selection: CriticSele
             phi = critic.apply({"params": params["critic"]}, features, actions, method=mqe.Critic.phi_of_features)
             return reduce_heads(mrn_distance(phi, psi_goals, config.num_components), axis=0)
 
-        best = jnp.argmin(jax.vmap(distances)(candidates), axis=0)
-        return jnp.take_along_axis(candidates, best[None, :, None], axis=0)[0], distance
+        rated = jax.vmap(distances)(candidates)
+        chosen = jnp.argmin(rated, axis=0) if selection.pick == "best" else jnp.argmax(rated, axis=0)
+        return jnp.take_along_axis(candidates, chosen[None, :, None], axis=0)[0], distance
 
     return encode_goals, act_selected
 

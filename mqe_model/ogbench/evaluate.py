@@ -28,7 +28,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import tyro
@@ -55,6 +55,7 @@ class EvalConfig:
     seed: int = 0  # episode seeds start here (the trainer uses its --seed)
     critic_candidates: int = 0  # 0: the actor's action; N >= 2: the critic's best of N (MQE diagnostic)
     candidate_spread: float = 0.1  # std of the candidates' perturbations, normalized action units
+    candidate_pick: Literal["best", "worst"] = "best"  # the critic's best candidate, or its worst (a control)
     out: Path | None = None  # JSON report, rewritten after each checkpoint; None: print only
 
     def __post_init__(self) -> None:
@@ -98,7 +99,8 @@ def evaluate(cfg: EvalConfig, command: str = "") -> dict[str, Any]:
     """Evaluate every checkpoint; the report (also written to --out after each one)."""
     from mqe_model.agents.registry import CriticSelection
 
-    selection = (CriticSelection(cfg.critic_candidates, cfg.candidate_spread) if cfg.critic_candidates else None)
+    selection = (CriticSelection(cfg.critic_candidates, cfg.candidate_spread, cfg.candidate_pick)
+                 if cfg.critic_candidates else None)
     loaded = [load_checkpoint(path, selection) for path in cfg.paths]
     env_name = environment_of(cfg, loaded[0][1], loaded[0][0])
     for step_dir, metadata, _ in loaded:
@@ -109,7 +111,7 @@ def evaluate(cfg: EvalConfig, command: str = "") -> dict[str, Any]:
     report: dict[str, Any] = {
         "env": env_name, "episodes_per_task": cfg.episodes, "seed": cfg.seed,
         "policy": ("actor (OGBench protocol: deterministic actions)" if selection is None else
-                   f"critic's best of {selection.candidates}: the actor's action and {selection.candidates - 1} "
+                   f"critic's {selection.pick} of {selection.candidates}: the actor's action and {selection.candidates - 1} "
                    f"perturbations, std {selection.spread} (diagnostic, not OGBench's protocol)"),
         "checkpoints": [], "command": command,
     }

@@ -129,8 +129,12 @@ def test_critic_selection_never_picks_an_action_the_critic_rates_below_the_actor
         psi = critic.apply({"params": agent.params["critic"]}, goals, method=mqe.Critic.psi)
         return -np.min(np.asarray(mrn_distance(phi, psi, policy.config.num_components)), axis=0)
 
+    _, act_worst = registry.make_critic_selected_fns(policy.config, policy.action_dim,
+                                                     registry.CriticSelection(16, 0.5, pick="worst"))
+    worst, _ = act_worst(policy.params, obs, codes)
     assert np.all(np.abs(np.asarray(chosen)) <= 1.0)
     assert np.all(q(chosen) >= q(actor_actions) - 1e-6)
+    assert np.all(q(worst) <= q(actor_actions) + 1e-6)
     assert np.any(q(chosen) > q(actor_actions))  # 15 perturbations of an untrained actor: some help
 
 
@@ -138,6 +142,8 @@ def test_critic_selection_never_picks_an_action_the_critic_rates_below_the_actor
 def test_critic_selection_rejects_settings_that_select_nothing(candidates, spread):
     with pytest.raises(ValueError, match="candidates >= 2 and spread > 0"):
         registry.CriticSelection(candidates, spread)
+    with pytest.raises(ValueError, match="'best' or 'worst'"):
+        registry.CriticSelection(4, 0.1, pick="median")
 
 
 def test_critic_selection_needs_an_mqe_policy():
