@@ -118,7 +118,6 @@ def make_critic_selected_fns(config: Any, action_dim: int, selection: CriticSele
     offsets), offsets[0] = 0; the chosen one maximizes the actor's q (the head reduction it trained on)."""
     encode_goals, act = make_goal_and_act_fns("mqe", config, action_dim)
     critic = mqe.Critic(config)
-    psi_size = config.num_heads * config.latent_dim
     offsets = selection.spread * jax.random.normal(jax.random.PRNGKey(selection.seed),
                                                    (selection.candidates, action_dim))
     offsets = offsets.at[0].set(0.0)
@@ -127,8 +126,7 @@ def make_critic_selected_fns(config: Any, action_dim: int, selection: CriticSele
     def act_selected(params: Any, observations: jax.Array, codes: jax.Array) -> tuple[jax.Array, jax.Array]:
         mean, distance = act(params, observations, codes)
         candidates = jnp.clip(mean[None] + offsets[:, None], -1.0, 1.0)  # (N, rows, A)
-        rows = codes.shape[0]
-        psi_goals = jnp.swapaxes(codes[:, :psi_size].reshape(rows, config.num_heads, -1), 0, 1)
+        psi_goals = psi_of_codes(codes, config)
         features = critic.apply({"params": params["critic"]}, observations, method=mqe.Critic.features)
 
         def distances(actions: jax.Array) -> jax.Array:  # (rows,) the actor's q, negated
@@ -178,9 +176,8 @@ def _mqe_inference(config: Any, action_dim: int, encode_both: Callable[[Any, jax
                                 actor_features.reshape(rows, -1).astype(jnp.float32)], axis=-1)
 
     def act(params: Any, observations: jax.Array, codes: jax.Array) -> tuple[jax.Array, jax.Array]:
-        rows = codes.shape[0]
-        psi_goals = jnp.swapaxes(codes[:, :psi_size].reshape(rows, config.num_heads, -1), 0, 1)
-        actor_goals = codes[:, psi_size:].reshape(rows, *_actor_goal_shape(observations, config))
+        psi_goals = psi_of_codes(codes, config)
+        actor_goals = codes[:, psi_size:].reshape(codes.shape[0], *_actor_goal_shape(observations, config))
         actor_features, critic_features = encode_both(params, observations)
         mean = mqe.Actor(config, action_dim).apply({"params": params["actor"]}, actor_features, actor_goals,
                                                    goals_encoded=True, observations_encoded=True)
@@ -189,6 +186,12 @@ def _mqe_inference(config: Any, action_dim: int, encode_both: Callable[[Any, jax
         return jnp.clip(mean, -1.0, 1.0), d / config.step_scale
 
     return encode_goals, act
+
+
+def psi_of_codes(codes: jax.Array, config: Any) -> jax.Array:
+    """The critic's psi(g) of every head, (heads, rows, latent), from MQE goal codes."""
+    psi_size = config.num_heads * config.latent_dim
+    return jnp.swapaxes(codes[:, :psi_size].reshape(codes.shape[0], config.num_heads, -1), 0, 1)
 
 
 def _actor_goal_shape(observations: jax.Array, config: Any) -> tuple[int, ...]:
