@@ -154,9 +154,7 @@ def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metada
         wave = list(range(first, min(first + width, episodes)))
         observations, goals = [], []
         for env, episode in zip(envs, wave, strict=False):
-            episode_seed = seed + 1000 * task_id + first_episode + episode
-            with global_numpy_seed(episode_seed):
-                observation, info = env.reset(seed=episode_seed, options={"task_id": task_id, "render_goal": False})
+            observation, info = reset_episode(env, task_id, seed + 1000 * task_id + first_episode + episode)
             observations.append(prepare(observation))
             goals.append(prepare(info["goal"]))
         # A short last wave is padded with copies: one batch shape, one compilation.
@@ -179,15 +177,18 @@ def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metada
             "episode_success": successes.tolist(), "episode_end_distance": end_distances.tolist()}
 
 
-@contextlib.contextmanager
-def global_numpy_seed(seed: int) -> Iterator[None]:
-    """numpy's global random state seeded for the block, then restored. OGBench's mazes draw the noise
-    of an episode's start and goal positions from it, not from the seed given to `reset`, so without
-    this the same episode seed gives another episode on every call."""
+def reset_episode(env: Any, task_id: int, episode_seed: int) -> tuple[Any, dict[str, Any]]:
+    """`env.reset` for one evaluation episode, seeded by `episode_seed`. Beside the seed that `reset`
+    takes, OGBench's mazes draw the noise of the start and goal positions from numpy's global state,
+    which is seeded here too (and restored afterwards), so a maze episode is the same on every call.
+    A manipulation episode starts the same, but its goal observation is not: OGBench settles the goal
+    scene with two steps of `action_space.sample()`, and that property makes a new, unseeded space
+    (OS entropy) on every call, so the goal's arm pose varies. Manipulation evaluations therefore
+    reproduce their distribution, not their samples."""
     state = np.random.get_state()  # noqa: NPY002 - the global state OGBench draws from
-    np.random.seed(seed)  # noqa: NPY002
+    np.random.seed(episode_seed)  # noqa: NPY002
     try:
-        yield
+        return env.reset(seed=episode_seed, options={"task_id": task_id, "render_goal": False})
     finally:
         np.random.set_state(state)  # noqa: NPY002
 

@@ -348,10 +348,23 @@ def test_missing_evaluation_steps_follow_the_schedule():
     assert train.missing_evaluation_steps(cfg, saved, {40, 60, 80}, 60) == []  # 80 and 100 lie ahead
 
 
+@pytest.mark.parametrize("env_name", ["scene-play-v0", "pointmaze-medium-navigate-v0"])
+def test_reset_gives_the_same_start_for_the_same_seed(env_name):
+    """The mazes' start and goal noise comes from numpy's global state, seeded per episode; the
+    scenes' goal observation takes unseeded random steps inside OGBench, so only its start repeats."""
+    from mqe_model.evaluation import make_env, reset_episode
+
+    first, second = ([reset_episode(make_env(env_name), 2, 2005) for _ in range(2)])
+    np.testing.assert_array_equal(first[0], second[0])
+    other = reset_episode(make_env(env_name), 2, 2006)
+    assert not np.array_equal(other[0], first[0])
+    if env_name.startswith("pointmaze"):
+        np.testing.assert_array_equal(first[1]["goal"], second[1]["goal"])
+
+
 def test_an_episode_seed_gives_the_same_episode_on_every_call(tmp_path):
-    """OGBench's mazes draw their start and goal noise from numpy's global state: it is seeded per
-    episode, so the same episodes come back (the critic's distances, not only the outcomes, agree)
-    and the caller's global state is left as it was."""
+    """The same episodes come back (the critic's distances, not only the outcomes, agree) and the
+    caller's global numpy state is left as it was."""
     from mqe_model import checkpoints, evaluation
     from mqe_model.policy import load_policy
     from server.random_checkpoint import write_random_checkpoint
