@@ -66,6 +66,7 @@ class MQEConfig:
     alpha: float = 1.0  # behaviour-cloning weight of the actor loss
     actor_p_random_goal: float = 0.0  # chance an actor goal is a random state, not a future one (OGBench stitch: 0.5)
     actor_heads: str = "nearest"  # head whose distance the actor's q uses: 'nearest' (DESIGN.md) or 'farthest'
+    actor_goal_pairs: str = "own"  # q-term pairs: 'own' (state i, goal i; DESIGN.md) or 'all' (every i, j: the paper's L_mu)
     zeta: float = 1.0  # weight of the action-invariance loss
     linex_clip: float = 5.0  # above this delta the LINEX backup uses its linear branch
     diag_weight: float = 0.5  # weight of the positive (diagonal) pairs in the backup mean
@@ -94,6 +95,11 @@ class MQEConfig:
         check_probability("actor_p_random_goal", self.actor_p_random_goal)
         if self.actor_heads not in ACTOR_HEADS:
             raise ValueError(f"actor_heads={self.actor_heads!r}: choose one of {', '.join(ACTOR_HEADS)}")
+        if self.actor_goal_pairs not in ("own", "all"):
+            raise ValueError(f"actor_goal_pairs={self.actor_goal_pairs!r}: choose 'own' or 'all'")
+        if self.actor_goal_pairs == "all" and self.encoder is not None:
+            raise ValueError("actor_goal_pairs='all' runs the actor on B x B (state, goal) pairs: state-based "
+                             f"presets only, not with encoder {self.encoder!r}")
 
     @property
     def step_scale(self) -> float:
@@ -303,29 +309,38 @@ def actor_loss(
 ) -> tuple[jax.Array, dict]:
     """DDPG+BC: -mean(q) / stop_grad(mean |q|) - alpha * mean(log pi(a | s, g)); metrics under `actor/`.
 
+    q is taken on each state's own actor goal, or with `actor_goal_pairs='all'` on every (state i,
+    goal j) pair of the batch as in the paper's L_mu (B x B actor and phi passes); the BC term always
+    uses the state's own goal and action.
+
     The critic is frozen (stop-gradient on its parameters and on what `forward` carries), so this
     loss moves only the actor, whether or not `forward` is shared with `critic_loss`."""
     action_dim = batch["actions"].shape[-1]
-    mean = Actor(config, action_dim).apply(
-        {"params": params["actor"]}, batch["observations"], batch["actor_goals"]
-    )
-    policy_actions = jnp.clip(mean, -1.0, 1.0)
+    observations, goals = batch["observations"], batch["actor_goals"]
     frozen = {"params": jax.lax.stop_gradient(params["critic"])}
     critic = Critic(config)
     if forward is None:
-        state_features = critic.apply(frozen, batch["observations"], method=Critic.features)
+        state_features = critic.apply(frozen, observations, method=Critic.features)
     else:  # the critic loss already encoded the states
         state_features = jax.lax.stop_gradient(forward.state_features)
-    phi = critic.apply(frozen, state_features, policy_actions, method=Critic.phi_of_features)
     # Actor goals stay out of the critic's stacked pass: they need no backward pass (measured on an
     # H100: stacking them cost 3-7% of the state-based update).
-    psi = critic.apply(frozen, batch["actor_goals"], method=Critic.psi)
+    psi = critic.apply(frozen, goals, method=Critic.psi)
+    size = observations.shape[0]
+    own = slice(None)  # the rows whose goal is the state's own actor goal
+    if config.actor_goal_pairs == "all":  # row i * B + j: state i, goal j
+        observations, state_features = (jnp.repeat(x, size, axis=0) for x in (observations, state_features))
+        goals, psi = jnp.tile(goals, (size, 1)), jnp.tile(psi, (1, size, 1))
+        own = slice(None, None, size + 1)
+    mean = Actor(config, action_dim).apply({"params": params["actor"]}, observations, goals)
+    policy_actions = jnp.clip(mean, -1.0, 1.0)
+    phi = critic.apply(frozen, state_features, policy_actions, method=Critic.phi_of_features)
     # 'farthest' is the min over heads of q, the pessimistic estimate that OGBench's double-Q agents use.
     reduce_heads = jnp.min if config.actor_heads == "nearest" else jnp.max
     q = -reduce_heads(mrn_distance(phi, psi, config.num_components), axis=0)
     # The 1e-6 only guards a batch whose q is exactly zero everywhere (never in practice).
     q_loss = -jnp.mean(q) / jax.lax.stop_gradient(jnp.mean(jnp.abs(q)) + 1e-6)
-    log_prob = gaussian_log_prob(mean, config.actor_std, batch["actions"])
+    log_prob = gaussian_log_prob(mean[own], config.actor_std, batch["actions"])
     bc_loss = -config.alpha * jnp.mean(log_prob)
     loss = q_loss + bc_loss
     info = {
@@ -334,7 +349,7 @@ def actor_loss(
         "actor/bc_loss": bc_loss,
         "actor/q": q.mean(),
         "actor/log_prob": log_prob.mean(),
-        "actor/mse": jnp.mean(jnp.square(mean - batch["actions"])),
+        "actor/mse": jnp.mean(jnp.square(mean[own] - batch["actions"])),
     }
     return loss, info
 

@@ -129,6 +129,30 @@ def test_unknown_actor_heads_are_refused(tiny):
         dataclasses.replace(tiny, actor_heads="mean")
 
 
+def test_all_goal_pairs_average_the_q_of_every_state_with_every_goal(tiny):
+    """The paper's L_mu: the q term over all B x B (state i, goal j) pairs is the mean of the own-pair q
+    over the B cyclic shifts of the goals (each pair once); the BC term stays on the own pairs."""
+    config = dataclasses.replace(tiny, batch_size=8)
+    all_pairs = dataclasses.replace(config, actor_goal_pairs="all")
+    batch = make_batch(np.random.default_rng(6), config.batch_size)
+    agent = mqe.MQEAgent.create(0, batch, config)
+    _, info = mqe.actor_loss(agent.params, batch, all_pairs)
+    shifted = [mqe.actor_loss(agent.params, {**batch, "actor_goals": np.roll(batch["actor_goals"], k, axis=0)},
+                              config)[1] for k in range(config.batch_size)]
+    assert float(info["actor/q"]) == pytest.approx(np.mean([float(i["actor/q"]) for i in shifted]), rel=1e-5)
+    for key in ("actor/bc_loss", "actor/mse", "actor/log_prob"):
+        assert float(info[key]) == pytest.approx(float(shifted[0][key]), rel=1e-5)
+    grads = jax.grad(lambda p: mqe.actor_loss(p, batch, all_pairs)[0])(agent.params)
+    assert all(float(jnp.abs(g).max()) == 0.0 for g in jax.tree_util.tree_leaves(grads["critic"]))
+
+
+def test_all_goal_pairs_refuse_an_image_encoder_and_unknown_values(tiny):
+    with pytest.raises(ValueError, match="state-based presets only"):
+        dataclasses.replace(mqe.get_config("sim"), actor_goal_pairs="all")
+    with pytest.raises(ValueError, match="choose 'own' or 'all'"):
+        dataclasses.replace(tiny, actor_goal_pairs="some")
+
+
 def test_critic_loss_sends_no_gradient_into_the_actor(tiny):
     batch = make_batch(np.random.default_rng(2), tiny.batch_size)
     agent = mqe.MQEAgent.create(0, batch, tiny)
