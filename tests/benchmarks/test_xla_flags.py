@@ -41,14 +41,16 @@ def test_a_failing_baseline_exits_1(capsys):
     assert "the baseline 'bogus' gave no figures" in capsys.readouterr().err
 
 
-def test_train_step_writes_its_figures(tmp_path):
+def test_train_step_writes_its_figures(tmp_path, capsys):
     out = tmp_path / "f.json"
     train_step.main(train_step.BenchConfig(preset="tiny", obs_dim=4, action_dim=2, seeds=2, scan=2, iters=1,
-                                           warmup=1, precisions=("float32",), json=out))
+                                           warmup=1, precisions=("float32",), all_goal_pairs=True, json=out))
     figures = json.loads(out.read_text())
-    assert set(figures) == {f"{variant}: {figure}{how}" for variant in ("naive f32 (baseline)", "fused float32")
+    variants = ("naive f32 (baseline)", "fused float32", "all-pairs float32")
+    assert set(figures) == {f"{variant}: {figure}{how}" for variant in variants
                             for figure in ("1 seed steps/s", "2 seeds seed-steps/s") for how in ("", ", queued")}
     assert all(v > 0 for v in figures.values())
+    assert "other loss" in next(line for line in capsys.readouterr().out.splitlines() if line.startswith("all-pairs"))
 
 
 @pytest.mark.parametrize("items", [("x=",), ("x=--a", "y=--b --c")])
