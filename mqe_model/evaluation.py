@@ -130,7 +130,7 @@ def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metada
                   params: Any, seed: int, first_episode: int = 0, selection: Any = None) -> dict[str, float]:
     """Success rate and mean episode length of the policy on one task (runs in a worker), over
     episodes `first_episode` .. `first_episode + episodes - 1`: a task's episodes can be split into
-    several jobs, each episode seeded by its index, with the same results.
+    several jobs, each episode seeded by its index (`reset_episode` says how far that fixes it).
 
     Where environments are cheap to make (pointmaze: 10 ms), the task's episodes run side by side,
     one environment each, so each step is one batched policy call; where they are not (the
@@ -202,6 +202,9 @@ def episode_chunks(episodes: int, jobs_per_evaluation: int, workers: int) -> lis
     return [(int(a), int(b - a)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
+EPISODE_LISTS = ("episode_success", "episode_end_distance")  # per-episode results of evaluate_task
+
+
 def combine(results: list[dict[str, Any]]) -> dict[str, Any]:
     """One task's success rate and mean length from its jobs' results, weighted by their episodes,
     and their per-episode lists joined in episode order."""
@@ -211,9 +214,6 @@ def combine(results: list[dict[str, Any]]) -> dict[str, Any]:
         if all(key in r for r in results):
             out[key] = [v for r in results for v in r[key]]
     return out
-
-
-EPISODE_LISTS = ("episode_success", "episode_end_distance")
 
 
 def end_distance_metrics(results: list[dict[str, Any]]) -> dict[str, float]:

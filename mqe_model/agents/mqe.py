@@ -304,6 +304,14 @@ def critic_loss(
     return loss, info
 
 
+def actor_distance(phi: jax.Array, psi: jax.Array, config: MQEConfig) -> jax.Array:
+    """The distance whose negative is the actor's q: the MRN distance of the head `actor_heads` names,
+    (heads, ..., latent) -> (...). 'farthest' is the min over heads of q, the pessimistic estimate
+    that OGBench's double-Q agents use."""
+    reduce_heads = jnp.min if config.actor_heads == "nearest" else jnp.max
+    return reduce_heads(mrn_distance(phi, psi, config.num_components), axis=0)
+
+
 def actor_loss(
     params: Any, batch: Batch, config: MQEConfig, forward: CriticForward | None = None
 ) -> tuple[jax.Array, dict]:
@@ -335,9 +343,7 @@ def actor_loss(
     mean = Actor(config, action_dim).apply({"params": params["actor"]}, observations, goals)
     policy_actions = jnp.clip(mean, -1.0, 1.0)
     phi = critic.apply(frozen, state_features, policy_actions, method=Critic.phi_of_features)
-    # 'farthest' is the min over heads of q, the pessimistic estimate that OGBench's double-Q agents use.
-    reduce_heads = jnp.min if config.actor_heads == "nearest" else jnp.max
-    q = -reduce_heads(mrn_distance(phi, psi, config.num_components), axis=0)
+    q = -actor_distance(phi, psi, config)
     # The 1e-6 only guards a batch whose q is exactly zero everywhere (never in practice).
     q_loss = -jnp.mean(q) / jax.lax.stop_gradient(jnp.mean(jnp.abs(q)) + 1e-6)
     log_prob = gaussian_log_prob(mean[own], config.actor_std, batch["actions"])

@@ -121,7 +121,6 @@ def make_critic_selected_fns(config: Any, action_dim: int, selection: CriticSele
     offsets = selection.spread * jax.random.normal(jax.random.PRNGKey(selection.seed),
                                                    (selection.candidates, action_dim))
     offsets = offsets.at[0].set(0.0)
-    reduce_heads = jnp.min if config.actor_heads == "nearest" else jnp.max
 
     def act_selected(params: Any, observations: jax.Array, codes: jax.Array) -> tuple[jax.Array, jax.Array]:
         mean, distance = act(params, observations, codes)
@@ -131,7 +130,7 @@ def make_critic_selected_fns(config: Any, action_dim: int, selection: CriticSele
 
         def distances(actions: jax.Array) -> jax.Array:  # (rows,) the actor's q, negated
             phi = critic.apply({"params": params["critic"]}, features, actions, method=mqe.Critic.phi_of_features)
-            return reduce_heads(mrn_distance(phi, psi_goals, config.num_components), axis=0)
+            return mqe.actor_distance(phi, psi_goals, config)
 
         rated = jax.vmap(distances)(candidates)
         chosen = jnp.argmin(rated, axis=0) if selection.pick == "best" else jnp.argmax(rated, axis=0)

@@ -88,11 +88,9 @@ def environment_of(cfg: EvalConfig, metadata: dict[str, Any], step_dir: Path) ->
     return env
 
 
-def check_observation(env_name: str, metadata: dict[str, Any], step_dir: Path) -> None:
+def observation_shape(env_name: str) -> list[int]:
     observation, _ = make_env(env_name).reset(seed=0)
-    if list(np.shape(observation)) != list(metadata["observation"]["shape"]):
-        raise EvalError(f"{step_dir}: observations of shape {metadata['observation']['shape']}, but {env_name} "
-                        f"gives {list(np.shape(observation))}; wrong --env?")
+    return list(np.shape(observation))
 
 
 def evaluate(cfg: EvalConfig, command: str = "") -> dict[str, Any]:
@@ -103,11 +101,14 @@ def evaluate(cfg: EvalConfig, command: str = "") -> dict[str, Any]:
                  if cfg.critic_candidates else None)
     loaded = [load_checkpoint(path, selection) for path in cfg.paths]
     env_name = environment_of(cfg, loaded[0][1], loaded[0][0])
+    shape = observation_shape(env_name)
     for step_dir, metadata, _ in loaded:
         if environment_of(cfg, metadata, step_dir) != env_name:
             raise EvalError(f"{step_dir}: evaluated on {metadata['train']['eval_env']}, not {env_name}; "
                             "pass --env to evaluate all on one environment")
-        check_observation(env_name, metadata, step_dir)
+        if list(metadata["observation"]["shape"]) != shape:
+            raise EvalError(f"{step_dir}: observations of shape {metadata['observation']['shape']}, but {env_name} "
+                            f"gives {shape}; wrong --env?")
     report: dict[str, Any] = {
         "env": env_name, "episodes_per_task": cfg.episodes, "seed": cfg.seed,
         "policy": ("actor (OGBench protocol: deterministic actions)" if selection is None else
