@@ -68,6 +68,7 @@ class MQEConfig:
     actor_heads: str = "nearest"  # head whose distance the actor's q uses: 'nearest' (DESIGN.md) or 'farthest'
     actor_goal_pairs: str = "own"  # q-term pairs: 'own' (state i, goal i; DESIGN.md) or 'all' (every i, j: the paper's L_mu)
     zeta: float = 1.0  # weight of the action-invariance loss
+    invariance_actions: int = 1  # actions per state in L_I: 1 = its own (DESIGN.md); n = own + the next n - 1 samples' (batch_size: the paper's all pairs)
     linex_clip: float = 5.0  # above this delta the LINEX backup uses its linear branch
     diag_weight: float = 0.5  # weight of the positive (diagonal) pairs in the backup mean
     actor_std: float = 1.0  # constant standard deviation of the Gaussian policy
@@ -97,6 +98,9 @@ class MQEConfig:
             raise ValueError(f"actor_heads={self.actor_heads!r}: choose one of {', '.join(ACTOR_HEADS)}")
         if self.actor_goal_pairs not in ("own", "all"):
             raise ValueError(f"actor_goal_pairs={self.actor_goal_pairs!r}: choose 'own' or 'all'")
+        if not 1 <= self.invariance_actions <= self.batch_size:
+            raise ValueError(f"invariance_actions={self.invariance_actions}: must be within 1..batch_size "
+                             f"({self.batch_size}); 1 is each state's own action, batch_size every action of the batch")
         if self.actor_goal_pairs == "all" and self.encoder is not None:
             raise ValueError("actor_goal_pairs='all' runs the actor on B x B (state, goal) pairs: state-based "
                              f"presets only, not with encoder {self.encoder!r}")
@@ -238,7 +242,7 @@ def backup_loss(
 
 
 def invariance_loss(d: jax.Array) -> jax.Array:
-    """Action invariance: mean((exp(-d) - 1)^2) of d = d(psi(s), phi(s, a)) for the data's actions."""
+    """Action invariance: mean((exp(-d) - 1)^2) of d = d(psi(s), phi(s, a))."""
     return jnp.mean(jnp.square(jnp.exp(-d) - 1.0))
 
 
@@ -273,6 +277,19 @@ def critic_forward(critic_params: Any, batch: Batch, config: MQEConfig) -> Criti
     return CriticForward(phi, psi_g, psi_w, psi_s, state_features)
 
 
+def other_action_distances(critic_params: Any, forward: CriticForward, actions: jax.Array,
+                           config: MQEConfig) -> jax.Array:
+    """d(psi(s_i), phi(s_i, a_{i+k})) for k = 1 .. invariance_actions - 1 (batch indices cyclic),
+    (E, (invariance_actions - 1) * B): state i with the actions of the samples after it. With
+    invariance_actions = B this is every (state, other action) pair of the batch, as in the paper's L_I,
+    which asks d(psi(s), phi(s, a)) = 0 for every action a, not only for the one the data took there."""
+    shifts = range(1, config.invariance_actions)
+    other_actions = jnp.concatenate([jnp.roll(actions, -k, axis=0) for k in shifts], axis=0)
+    features = jnp.tile(forward.state_features, (len(shifts), 1))
+    phi = Critic(config).apply({"params": critic_params}, features, other_actions, method=Critic.phi_of_features)
+    return mrn_distance(jnp.tile(forward.psi_states, (1, len(shifts), 1)), phi, config.num_components)
+
+
 def critic_loss(
     params: Any, batch: Batch, config: MQEConfig, forward: CriticForward | None = None
 ) -> tuple[jax.Array, dict]:
@@ -289,7 +306,11 @@ def critic_loss(
         dist, dist_w, batch["waypoint_offsets"], config.gamma, config.linex_clip, config.diag_weight
     )
     d_inv = mrn_distance(psi_s, phi, config.num_components)
-    invariance = invariance_loss(d_inv)
+    d_inv_all = d_inv
+    if config.invariance_actions > 1:
+        d_inv_others = other_action_distances(params["critic"], forward, batch["actions"], config)
+        d_inv_all = jnp.concatenate([d_inv, d_inv_others], axis=-1)
+    invariance = invariance_loss(d_inv_all)
     loss = backup + config.zeta * invariance
     positive = jnp.diagonal(dist, axis1=-2, axis2=-1)
     info = {
@@ -301,6 +322,8 @@ def critic_loss(
         "critic/dist_invariance": d_inv.mean(),
         "critic/positive_steps": positive.mean() / config.step_scale,
     }
+    if config.invariance_actions > 1:
+        info["critic/dist_invariance_others"] = d_inv_others.mean()
     return loss, info
 
 

@@ -153,6 +153,57 @@ def test_all_goal_pairs_refuse_an_image_encoder_and_unknown_values(tiny):
         dataclasses.replace(tiny, actor_goal_pairs="some")
 
 
+def test_invariance_over_all_actions_is_the_papers_sum_over_every_state_action_pair(tiny):
+    """invariance_actions = B: L_I is the mean of (exp(-d(psi(s_i), phi(s_i, a_j))) - 1)^2 over all B x B
+    pairs (the paper's equation), written here with one explicit phi call per pair; the backup is unchanged."""
+    config = dataclasses.replace(tiny, batch_size=5)
+    all_actions = dataclasses.replace(config, invariance_actions=5)
+    batch = make_batch(np.random.default_rng(11), config.batch_size)
+    agent = mqe.MQEAgent.create(0, batch, config)
+    critic, v = mqe.Critic(config), {"params": agent.params["critic"]}
+    psi_s = critic.apply(v, batch["observations"], method=mqe.Critic.psi)
+    terms = []
+    for i in range(5):
+        for j in range(5):
+            phi_ij = critic.apply(v, batch["observations"][i:i + 1], batch["actions"][j:j + 1], method=mqe.Critic.phi)
+            d = mqe.mrn_distance(psi_s[:, i:i + 1], phi_ij, config.num_components)
+            terms.append(np.square(np.exp(-np.asarray(d)) - 1.0))
+    _, info = mqe.critic_loss(agent.params, batch, all_actions)
+    _, own = mqe.critic_loss(agent.params, batch, config)
+    assert float(info["critic/invariance"]) == pytest.approx(float(np.mean(terms)), rel=1e-5)
+    assert float(info["critic/backup"]) == pytest.approx(float(own["critic/backup"]), rel=1e-6)
+    assert float(info["critic/dist_invariance"]) == pytest.approx(float(own["critic/dist_invariance"]), rel=1e-6)
+    assert "critic/dist_invariance_others" in info and "critic/dist_invariance_others" not in own
+
+
+def test_invariance_with_n_actions_averages_n_cyclic_shifts_of_the_actions(tiny):
+    """invariance_actions = n: the own-action L_I averaged over the batches whose actions are shifted by
+    0 .. n - 1 places, so state i meets a_i, ..., a_{i+n-1}; gradients flow into the critic as for own actions."""
+    config = dataclasses.replace(tiny, batch_size=8)
+    three = dataclasses.replace(config, invariance_actions=3)
+    batch = make_batch(np.random.default_rng(12), config.batch_size)
+    agent = mqe.MQEAgent.create(0, batch, config)
+    shifted = [mqe.critic_loss(agent.params, {**batch, "actions": np.roll(batch["actions"], -k, axis=0)}, config)[1]
+               for k in range(3)]
+    _, info = mqe.critic_loss(agent.params, batch, three)
+    assert float(info["critic/invariance"]) == pytest.approx(
+        np.mean([float(i["critic/invariance"]) for i in shifted]), rel=1e-5)
+    assert float(info["critic/dist_invariance_others"]) == pytest.approx(
+        np.mean([float(i["critic/dist_invariance"]) for i in shifted[1:]]), rel=1e-5)
+    grads = jax.grad(lambda p: mqe.critic_loss(p, batch, three)[0])(agent.params)
+    own_grads = jax.grad(lambda p: mqe.critic_loss(p, batch, config)[0])(agent.params)
+    phi_kernel = lambda g: np.asarray(jax.tree_util.tree_leaves(g["critic"]["phi_net"])[0])  # noqa: E731
+    assert not np.allclose(phi_kernel(grads), phi_kernel(own_grads))
+    _, metrics = agent.replace(config=three).update(batch)
+    assert np.isfinite(float(metrics["critic/dist_invariance_others"]))
+
+
+def test_invariance_actions_outside_one_to_batch_size_are_refused(tiny):
+    for bad in (0, tiny.batch_size + 1):
+        with pytest.raises(ValueError, match=f"invariance_actions={bad}: must be within 1..batch_size"):
+            dataclasses.replace(tiny, invariance_actions=bad)
+
+
 def test_critic_loss_sends_no_gradient_into_the_actor(tiny):
     batch = make_batch(np.random.default_rng(2), tiny.batch_size)
     agent = mqe.MQEAgent.create(0, batch, tiny)
