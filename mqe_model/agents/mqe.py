@@ -44,6 +44,7 @@ Batch = dict[str, jax.Array]
 
 
 ACTOR_HEADS = ("nearest", "farthest")  # MQEConfig.actor_heads
+INVARIANCE_FORMS = ("exp", "squared")  # MQEConfig.invariance_form
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +69,7 @@ class MQEConfig:
     actor_heads: str = "nearest"  # head whose distance the actor's q uses: 'nearest' (DESIGN.md) or 'farthest'
     actor_goal_pairs: str = "own"  # q-term pairs: 'own' (state i, goal i; DESIGN.md) or 'all' (every i, j: the paper's L_mu)
     zeta: float = 1.0  # weight of the action-invariance loss
+    invariance_form: str = "exp"  # L_I per term: 'exp' (exp(-d) - 1)^2 (the paper, DESIGN.md) or 'squared' d^2 (the public mqe-release code)
     invariance_actions: int = 1  # actions per state in L_I: 1 = its own (DESIGN.md); n = own + the next n - 1 samples' (batch_size: the paper's all pairs)
     linex_clip: float = 5.0  # above this delta the LINEX backup uses its linear branch
     diag_weight: float = 0.5  # weight of the positive (diagonal) pairs in the backup mean
@@ -98,6 +100,8 @@ class MQEConfig:
             raise ValueError(f"actor_heads={self.actor_heads!r}: choose one of {', '.join(ACTOR_HEADS)}")
         if self.actor_goal_pairs not in ("own", "all"):
             raise ValueError(f"actor_goal_pairs={self.actor_goal_pairs!r}: choose 'own' or 'all'")
+        if self.invariance_form not in INVARIANCE_FORMS:
+            raise ValueError(f"invariance_form={self.invariance_form!r}: choose one of {', '.join(INVARIANCE_FORMS)}")
         if not 1 <= self.invariance_actions <= self.batch_size:
             raise ValueError(f"invariance_actions={self.invariance_actions}: must be within 1..batch_size "
                              f"({self.batch_size}); 1 is each state's own action, batch_size every action of the batch")
@@ -241,8 +245,11 @@ def backup_loss(
     return (1.0 - diag_weight) * jnp.mean(per_pair) + diag_weight * jnp.mean(diagonal)
 
 
-def invariance_loss(d: jax.Array) -> jax.Array:
-    """Action invariance: mean((exp(-d) - 1)^2) of d = d(psi(s), phi(s, a))."""
+def invariance_loss(d: jax.Array, form: str = "exp") -> jax.Array:
+    """Action invariance over d = d(psi(s), phi(s, a)): mean((exp(-d) - 1)^2), or with form 'squared'
+    mean(d^2); the two agree to first order near d = 0, where the first saturates for large d."""
+    if form == "squared":
+        return jnp.mean(jnp.square(d))
     return jnp.mean(jnp.square(jnp.exp(-d) - 1.0))
 
 
@@ -310,7 +317,7 @@ def critic_loss(
     if config.invariance_actions > 1:
         d_inv_others = other_action_distances(params["critic"], forward, batch["actions"], config)
         d_inv_all = jnp.concatenate([d_inv, d_inv_others], axis=-1)
-    invariance = invariance_loss(d_inv_all)
+    invariance = invariance_loss(d_inv_all, config.invariance_form)
     loss = backup + config.zeta * invariance
     positive = jnp.diagonal(dist, axis1=-2, axis2=-1)
     info = {

@@ -69,6 +69,20 @@ def test_backup_fixed_point_is_waypoint_plus_k_steps():
 def test_invariance_loss_by_hand():
     d = jnp.array([0.0, math.log(2.0)])  # (e^0 - 1)^2 = 0, (1/2 - 1)^2 = 1/4
     assert float(invariance_loss(d)) == pytest.approx(0.125, rel=1e-6)
+    assert float(invariance_loss(d, "squared")) == pytest.approx(math.log(2.0) ** 2 / 2, rel=1e-6)
+
+
+def test_the_squared_invariance_form_reaches_the_critic_loss(tiny):
+    batch = make_batch(np.random.default_rng(13), tiny.batch_size)
+    agent = mqe.MQEAgent.create(0, batch, tiny)
+    _, exp_info = mqe.critic_loss(agent.params, batch, tiny)
+    _, sq_info = mqe.critic_loss(agent.params, batch, dataclasses.replace(tiny, invariance_form="squared"))
+    forward = mqe.critic_forward(agent.params["critic"], batch, tiny)
+    d = mqe.mrn_distance(forward.psi_states, forward.phi, tiny.num_components)
+    assert float(sq_info["critic/invariance"]) == pytest.approx(float(jnp.mean(jnp.square(d))), rel=1e-5)
+    assert float(exp_info["critic/invariance"]) == pytest.approx(float(jnp.mean(jnp.square(jnp.exp(-d) - 1))), rel=1e-5)
+    with pytest.raises(ValueError, match="invariance_form='l1': choose one of exp, squared"):
+        dataclasses.replace(tiny, invariance_form="l1")
 
 
 def make_batch(rng: np.random.Generator, batch: int, obs_dim: int = 6, action_dim: int = 2) -> dict:
