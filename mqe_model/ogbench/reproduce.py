@@ -403,11 +403,12 @@ def train_groups(cfg: ReproduceConfig, dataset: str, data: Path,
     return [future.result() for future in futures]
 
 
-def reproduce(cfg: ReproduceConfig) -> dict[str, Any]:
-    """Run every seed and write the row; returns it."""
+def prepare(cfg: ReproduceConfig) -> tuple[str, Path, str | None]:
+    """The dataset's versioned name, the data file (generated if missing) and the generation command
+    when it was generated now; an unknown dataset or one that cannot be evaluated fails before any work."""
     dataset = (generate.dataset_spec(cfg.dataset).name if cfg.data is None
                else generate.versioned_name(cfg.dataset))
-    protocol_overrides(cfg.agent, dataset)  # a dataset without known settings fails before any work
+    protocol_overrides(cfg.agent, dataset)
     from mqe_model.evaluation import EvaluationUnavailable, make_env
 
     try:
@@ -415,14 +416,26 @@ def reproduce(cfg: ReproduceConfig) -> dict[str, Any]:
     except EvaluationUnavailable as e:
         raise ReproduceError(str(e)) from None
     data, generated_by = ensure_data(cfg, dataset)
-    groups = seed_groups(list(cfg.seeds), cfg.vmap_seeds, len(cfg.gpus))
-    runs = [run for group_runs in train_groups(cfg, dataset, data, groups) for run in group_runs]
-    row = summarize(cfg, dataset, data, generated_by, runs)
+    return dataset, data, generated_by
+
+
+def write_row(cfg: ReproduceConfig, dataset: str, row: dict[str, Any]) -> Path:
+    """`<out>.json` and `<out>.md` (default out: <runs-dir>/<dataset>/<agent>); returns the JSON's path."""
     out = cfg.out or cfg.runs_dir / dataset / cfg.agent
     out.parent.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out.with_name(out.name + ".json"), out.with_name(out.name + ".md")
     json_path.write_text(json.dumps(row, indent=2) + "\n")
     md_path.write_text(f"{MARKDOWN_HEADER}\n{markdown_row(row)}\n")
+    return json_path
+
+
+def reproduce(cfg: ReproduceConfig) -> dict[str, Any]:
+    """Run every seed and write the row; returns it."""
+    dataset, data, generated_by = prepare(cfg)
+    groups = seed_groups(list(cfg.seeds), cfg.vmap_seeds, len(cfg.gpus))
+    runs = [run for group_runs in train_groups(cfg, dataset, data, groups) for run in group_runs]
+    row = summarize(cfg, dataset, data, generated_by, runs)
+    json_path = write_row(cfg, dataset, row)
     logger.info("%s %s: success %.1f%% over %d seed(s); row in %s", dataset, cfg.agent, row["success_mean"],
                 len(runs), json_path)
     return row
