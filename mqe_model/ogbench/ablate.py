@@ -88,18 +88,27 @@ class AblateConfig(reproduce.ReproduceConfig):
                                             "set": (*self.set, *variant.overrides)})
 
 
+def scored_task_success(workdir: Path) -> list[float]:
+    """A run's success % per task, averaged over its scored (last 3) evaluations; [] before any."""
+    scored = read_evaluations(workdir)[-reproduce.SCORED_EVALUATIONS:]
+    tasks = sorted(int(m.group(1)) for key in (scored[-1] if scored else {})
+                   if (m := re.fullmatch(r"eval/task(\d+)_success", key)))
+    return [100.0 * float(np.mean([row[f"eval/task{k}_success"] for row in scored])) for k in tasks]
+
+
+def median_updates_per_s(workdir: Path) -> float | None:
+    """The median of a run's logged `perf/steps_per_s`; None if it logged none."""
+    rates = [row["perf/steps_per_s"] for row in read_evaluations(workdir, "perf/steps_per_s")]
+    return float(np.median(rates)) if rates else None
+
+
 def variant_figures(row: dict[str, Any]) -> dict[str, Any]:
-    """Per-task success over each run's scored evaluations (mean over runs) and the median updates per
-    second (mean over runs), read from the runs' metrics.jsonl."""
-    tasks, rates = [], []
-    for workdir in sorted({run["workdir"] for run in row["runs"]}):
-        scored = read_evaluations(Path(workdir))[-reproduce.SCORED_EVALUATIONS:]
-        count = sum(1 for key in scored[-1] if re.fullmatch(r"eval/task\d+_success", key)) if scored else 0
-        tasks.append([100.0 * float(np.mean([r[f"eval/task{k}_success"] for r in scored])) for k in range(1, count + 1)])
-        rates += [float(np.median([r["perf/steps_per_s"] for r in read_evaluations(Path(workdir), "perf/steps_per_s")]
-                                  or [math.nan]))]
-    return {"tasks": np.mean(tasks, axis=0).tolist() if tasks and all(tasks) else [],
-            "updates_per_s": float(np.nanmean(rates)) if rates and not all(map(math.isnan, rates)) else None}
+    """Per-task success and updates per second of a variant's row, each the mean over its runs."""
+    workdirs = sorted({Path(run["workdir"]) for run in row["runs"]})
+    tasks = [scored_task_success(w) for w in workdirs]
+    rates = [r for r in map(median_updates_per_s, workdirs) if r is not None]
+    return {"tasks": np.mean(tasks, axis=0).tolist() if all(tasks) else [],
+            "updates_per_s": float(np.mean(rates)) if rates else None}
 
 
 def comparison(variants: list[Variant], rows: dict[str, dict[str, Any]], failures: dict[str, str]) -> list[dict]:
