@@ -9,7 +9,9 @@ each for one seed and for several seeds trained at once with `jax.vmap`, with `-
 per dispatch. Batches are random and already on the device, so this times the update alone, two
 ways: waiting for each dispatch (its median), and queueing dispatches back to back and waiting once
 ("queued"), as the training loop runs them, so that launch gaps between dispatches overlap.
-Also checks that the fused losses match the naive ones (relative difference).
+Also checks that the fused losses match the naive ones (relative difference). `--variants KEY=VALUE ...`
+adds other configurations (e.g. `flat_optimizer=true`, the same steps with a flat Adam; or
+`invariance_actions=32`, another loss, marked as such by its loss difference).
 
     python benchmarks/train_step.py                   # GPU if present
     python benchmarks/train_step.py --seeds 8 --scan 20 --iters 50
@@ -43,7 +45,7 @@ class BenchConfig:
     warmup: int = 3  # untimed dispatches first (compilation)
     precisions: tuple[str, ...] = ("float32", "tensorfloat32", "bfloat16")  # matmul precisions of the fused variant
     pallas: bool | None = None  # also the Pallas-tiled maximum (pairwise='pallas') at each precision; None: on a GPU only
-    loss_variants: tuple[str, ...] = ()  # also these other losses, fused at each precision: key=value overrides, e.g. actor_goal_pairs=all
+    variants: tuple[str, ...] = ()  # also these configs, fused at each precision: key=value overrides, e.g. flat_optimizer=true
     json: Path | None = None  # also write the figures (steps/s) here, e.g. for benchmarks.xla_flags
 
 
@@ -108,7 +110,7 @@ def loss_difference(reference: mqe.MQEConfig, variant: mqe.MQEConfig, cfg: Bench
     for config in (reference, variant):
         a = agent.replace(config=config)
         infos.append(jax.jit(a.total_loss)(a.params, batch)[1])
-    keys = ("critic/backup", "critic/invariance", "actor/q_loss", "actor/bc_loss")
+    keys = ("critic/backup", "critic/invariance", "actor/q_loss", "actor/q", "actor/bc_loss")
     return max(abs(float(infos[1][k] - infos[0][k])) / max(abs(float(infos[0][k])), 1e-8) for k in keys)
 
 
@@ -128,14 +130,12 @@ def main(cfg: BenchConfig) -> None:
             variants[f"{kind} {precision}"] = dataclasses.replace(base, pairwise=kind, matmul_precision=precision)
     fused = {precision: dataclasses.replace(base, pairwise="fused", matmul_precision=precision)
              for precision in cfg.precisions}
-    other_losses = set()  # variants of another loss, not faster ways to the same one
-    for override in cfg.loss_variants:
+    for override in cfg.variants:
         for precision in cfg.precisions:
             try:
                 variants[f"{override} {precision}"] = registry.apply_overrides(fused[precision], (override,))
             except (ValueError, TypeError) as e:
-                raise SystemExit(f"--loss-variants {override}: {e}") from None
-            other_losses.add(f"{override} {precision}")
+                raise SystemExit(f"--variants {override}: {e}") from None
     print(f"{'variant':<24}{'1 seed steps/s':>16}{'ratio':>8}{f'{cfg.seeds} seeds seed-steps/s':>26}{'ratio':>8}"
           f"{'max rel. loss diff':>20}{'queued: 1 seed':>16}{f'{cfg.seeds} seeds':>10}")
     baseline, report = None, {}
@@ -150,7 +150,9 @@ def main(cfg: BenchConfig) -> None:
         report[f"{name}: 1 seed steps/s, queued"] = r["steps_per_s_queued"]
         report[f"{name}: {cfg.seeds} seeds seed-steps/s, queued"] = r["seed_steps_per_s_queued"]
         baseline = baseline or r
-        diff = "other loss" if name in other_losses else f"{loss_difference(naive, variant, cfg):.1e}"
+        relative = loss_difference(naive, variant, cfg)
+        # Beyond 1e-3 (the issue's bound for precision changes) it is another loss, not the same one faster.
+        diff = f"{relative:.1e}" + (" (other loss)" if relative > 1e-3 else "")
         print(
             f"{name:<24}{r['steps_per_s']:>16.0f}{r['steps_per_s'] / baseline['steps_per_s']:>7.2f}x"
             f"{r['seed_steps_per_s']:>26.0f}{r['seed_steps_per_s'] / baseline['seed_steps_per_s']:>7.2f}x"

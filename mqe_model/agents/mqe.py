@@ -53,6 +53,7 @@ class MQEConfig:
 
     name: str = "ogbench_state"  # preset this config came from
     lr: float = 3e-4  # Adam learning rate for critic and actor
+    flat_optimizer: bool = False  # Adam on all parameters raveled into one vector (optax.flatten): the same steps in fewer, larger kernels
     batch_size: int = 256  # samples per update; the backup uses all B x B pairs
     latent_dim: int = 512  # size of phi(s, a) and psi(g), split into MRN components
     critic_hidden_dims: Sequence[int] = (512, 512, 512)  # phi and psi MLP widths
@@ -394,7 +395,8 @@ def actor_loss(
 
 
 def _optimizer(config: MQEConfig) -> optax.GradientTransformation:
-    return optax.adam(config.lr)
+    adam = optax.adam(config.lr)
+    return optax.flatten(adam) if config.flat_optimizer else adam
 
 
 class MQEAgent(flax.struct.PyTreeNode):

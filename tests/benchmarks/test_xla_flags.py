@@ -45,21 +45,23 @@ def test_train_step_writes_its_figures(tmp_path, capsys):
     out = tmp_path / "f.json"
     train_step.main(train_step.BenchConfig(preset="tiny", obs_dim=4, action_dim=2, seeds=2, scan=2, iters=1,
                                            warmup=1, precisions=("float32",), json=out,
-                                           loss_variants=("actor_goal_pairs=all", "invariance_actions=8")))
+                                           variants=("actor_goal_pairs=all", "invariance_actions=8", "flat_optimizer=true")))
     figures = json.loads(out.read_text())
-    variants = ("naive f32 (baseline)", "fused float32", "actor_goal_pairs=all float32", "invariance_actions=8 float32")
+    variants = ("naive f32 (baseline)", "fused float32", "actor_goal_pairs=all float32", "invariance_actions=8 float32",
+                "flat_optimizer=true float32")
     assert set(figures) == {f"{variant}: {figure}{how}" for variant in variants
                             for figure in ("1 seed steps/s", "2 seeds seed-steps/s") for how in ("", ", queued")}
     assert all(v > 0 for v in figures.values())
     lines = capsys.readouterr().out.splitlines()
-    for variant in variants[2:]:
+    for variant in variants[2:4]:  # other losses
         assert "other loss" in next(line for line in lines if line.startswith(variant))
-    assert "other loss" not in next(line for line in lines if line.startswith("fused float32"))
+    for variant in ("fused float32", "flat_optimizer=true float32"):  # the same loss
+        assert "other loss" not in next(line for line in lines if line.startswith(variant))
 
 
 def test_train_step_refuses_a_bad_loss_variant():
-    with pytest.raises(SystemExit, match="--loss-variants invariance_actions=0: invariance_actions=0: must be within"):
-        train_step.main(train_step.BenchConfig(preset="tiny", loss_variants=("invariance_actions=0",)))
+    with pytest.raises(SystemExit, match="--variants invariance_actions=0: invariance_actions=0: must be within"):
+        train_step.main(train_step.BenchConfig(preset="tiny", variants=("invariance_actions=0",)))
 
 
 @pytest.mark.parametrize("items", [("x=",), ("x=--a", "y=--b --c")])

@@ -218,6 +218,20 @@ def test_invariance_actions_outside_one_to_batch_size_are_refused(tiny):
             dataclasses.replace(tiny, invariance_actions=bad)
 
 
+def test_the_flat_optimizer_takes_the_same_steps(tiny):
+    """optax.flatten(adam) on the raveled parameters: the same Adam arithmetic, so the same parameters
+    after several updates (to float32 rounding), through update_many's scan too."""
+    rng = np.random.default_rng(14)
+    batches = [make_batch(rng, tiny.batch_size) for _ in range(3)]
+    agents = [mqe.MQEAgent.create(0, batches[0], dataclasses.replace(tiny, flat_optimizer=flat)) for flat in (False, True)]
+    stacked = jax.tree_util.tree_map(lambda *x: np.stack(x), *batches)
+    results = [agent.update_many(stacked)[0] for agent in agents]
+    for tree, flat in zip(*(jax.tree_util.tree_leaves(r.params) for r in results), strict=True):
+        np.testing.assert_allclose(flat, tree, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(jax.tree_util.tree_leaves(results[1].params)[0], jax.tree_util.tree_leaves(agents[1].params)[0])
+    assert len(jax.tree_util.tree_leaves(results[1].opt_state)) < len(jax.tree_util.tree_leaves(results[0].opt_state))
+
+
 def test_critic_loss_sends_no_gradient_into_the_actor(tiny):
     batch = make_batch(np.random.default_rng(2), tiny.batch_size)
     agent = mqe.MQEAgent.create(0, batch, tiny)
