@@ -17,11 +17,12 @@ def _params(workdir):
     return jax.tree_util.tree_leaves(load_policy(workdir / "checkpoints").params)
 
 
-def test_resume_is_exact(tmp_path):
+@pytest.mark.parametrize("overrides", [(), ("--set", "flat_optimizer=true")], ids=["adam", "flat-adam"])
+def test_resume_is_exact(tmp_path, overrides):
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    assert train.main(run_args(straight, state_npz(), "mqe", 100)) == 0
-    assert train.main(run_args(resumed, state_npz(), "mqe", 50)) == 0
-    assert train.main(run_args(resumed, state_npz(), "mqe", 100, "--resume")) == 0
+    assert train.main(run_args(straight, state_npz(), "mqe", 100, *overrides)) == 0
+    assert train.main(run_args(resumed, state_npz(), "mqe", 50, *overrides)) == 0
+    assert train.main(run_args(resumed, state_npz(), "mqe", 100, *overrides, "--resume")) == 0
     for a, b in zip(_params(straight), _params(resumed), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-6)
     # The metrics of the resumed run continue without duplicated steps.
