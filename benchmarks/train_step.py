@@ -128,12 +128,11 @@ def main(cfg: BenchConfig) -> None:
     for kind in kinds:
         for precision in cfg.precisions:
             variants[f"{kind} {precision}"] = dataclasses.replace(base, pairwise=kind, matmul_precision=precision)
-    fused = {precision: dataclasses.replace(base, pairwise="fused", matmul_precision=precision)
-             for precision in cfg.precisions}
     for override in cfg.variants:
         for precision in cfg.precisions:
             try:
-                variants[f"{override} {precision}"] = registry.apply_overrides(fused[precision], (override,))
+                variants[f"{override} {precision}"] = registry.apply_overrides(variants[f"fused {precision}"],
+                                                                               (override,))
             except (ValueError, TypeError) as e:
                 raise SystemExit(f"--variants {override}: {e}") from None
     print(f"{'variant':<24}{'1 seed steps/s':>16}{'ratio':>8}{f'{cfg.seeds} seeds seed-steps/s':>26}{'ratio':>8}"

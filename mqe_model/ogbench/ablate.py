@@ -19,14 +19,13 @@ reported and the others go on (exit 2 at the end). Bad input: one line, exit 2, 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import math
-import queue
 import re
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -180,18 +179,12 @@ def ablate(cfg: AblateConfig) -> dict[str, str]:
     rows: dict[str, dict[str, Any]] = {}
     failures: dict[str, str] = {}
     lock = threading.Lock()
-    free_gpus: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-    for gpu in cfg.gpus or (None,):
-        free_gpus.put(gpu)
 
-    def job(name: str, seeds: list[int]) -> None:
-        gpu = free_gpus.get()
+    def job(name: str, seeds: list[int], gpu: str | None) -> None:
         try:
             result = reproduce.train_run(configs[name], dataset, data, seeds, gpu)
         except ReproduceError as e:
             result = e
-        finally:
-            free_gpus.put(gpu)
         with lock:
             if isinstance(result, ReproduceError):
                 failures[name] = str(result)
@@ -206,9 +199,9 @@ def ablate(cfg: AblateConfig) -> dict[str, str]:
             table = write_table(cfg, dataset, variants, rows, failures)
         logger.info("comparison so far in %s", table)
 
-    with ThreadPoolExecutor(max_workers=max(1, len(cfg.gpus))) as pool:
-        for future in [pool.submit(job, v.name, seeds) for v in variants for seeds in groups]:
-            future.result()
+    jobs = [functools.partial(job, v.name, seeds) for v in variants for seeds in groups]
+    for future in reproduce.on_free_gpus(cfg.gpus, jobs):
+        future.result()  # a job reports its variant's failure itself; anything else is a bug, raised here
     return failures
 
 

@@ -21,6 +21,7 @@ line, exit 2.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -30,7 +31,8 @@ import shlex
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -378,25 +380,31 @@ MARKDOWN_HEADER = ("| dataset | agent | ours (success %, mean ± s.e.) | paper |
                    "| --- | --- | --- | --- | --- | --- | --- | --- |")
 
 
+def on_free_gpus(gpus: tuple[str, ...], tasks: list[Callable[[str | None], Any]]) -> list[Future]:
+    """Call each task with a GPU of `gpus` as soon as one is free, one task per GPU at a time (without
+    GPUs, with None, one after another); returns the tasks' futures, in order, once all have ended."""
+    free_gpus: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+    for gpu in gpus or (None,):
+        free_gpus.put(gpu)
+
+    def on_free_gpu(task: Callable[[str | None], Any]) -> Any:
+        gpu = free_gpus.get()
+        try:
+            return task(gpu)
+        finally:
+            free_gpus.put(gpu)
+
+    with ThreadPoolExecutor(max_workers=max(1, len(gpus))) as pool:
+        return [pool.submit(on_free_gpu, task) for task in tasks]
+
+
 def train_groups(cfg: ReproduceConfig, dataset: str, data: Path,
                  groups: list[list[int]]) -> list[list[dict[str, Any]]]:
     """Each group's runs, in order: one after another, or with `--gpus` at once, each group on a GPU of
     its own as soon as one is free. Every run goes to its end before a failure is reported."""
     if not cfg.gpus:
         return [train_run(cfg, dataset, data, seeds) for seeds in groups]
-    free_gpus: queue.SimpleQueue[str] = queue.SimpleQueue()
-    for gpu in cfg.gpus:
-        free_gpus.put(gpu)
-
-    def on_free_gpu(seeds: list[int]) -> list[dict[str, Any]]:
-        gpu = free_gpus.get()
-        try:
-            return train_run(cfg, dataset, data, seeds, gpu)
-        finally:
-            free_gpus.put(gpu)
-
-    with ThreadPoolExecutor(max_workers=len(cfg.gpus)) as pool:
-        futures = [pool.submit(on_free_gpu, seeds) for seeds in groups]
+    futures = on_free_gpus(cfg.gpus, [functools.partial(train_run, cfg, dataset, data, seeds) for seeds in groups])
     failures = [str(future.exception()) for future in futures if future.exception() is not None]
     if failures:
         raise ReproduceError("; ".join(failures))
