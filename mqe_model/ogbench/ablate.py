@@ -8,7 +8,8 @@ Each variant `NAME=OVERRIDES` (agent overrides as `--set` takes them, space-sepa
 `--set`'s; empty for the agent's defaults) is one `mqe-ogbench-repro` row under `<runs-dir>/NAME`,
 trained, evaluated, scored and resumed exactly as that command does. The runs of all variants (per
 variant all seeds in one vmapped run with `--vmap-seeds`, else a run per seed) go to the `--gpus` as
-they free up, in the order the variants are given; without `--gpus` one after another. The first
+they free up (`--runs-per-gpu N`: N runs at once on each), in the order the variants are given; without
+`--gpus` one after another. The first
 variant is the baseline: the table gives every other variant's difference from it, with the
 standard error sqrt(se_a^2 + se_b^2), its per-task success over the scored evaluations, and its
 updates per second. The table, `<runs-dir>/<dataset>-<agent>-ablation.{json,md}`, is rewritten each
@@ -200,7 +201,7 @@ def ablate(cfg: AblateConfig) -> dict[str, str]:
         logger.info("comparison so far in %s", table)
 
     jobs = [functools.partial(job, v.name, seeds) for v in variants for seeds in groups]
-    for future in reproduce.on_free_gpus(cfg.gpus, jobs):
+    for future in reproduce.on_free_gpus(cfg.gpu_slots, jobs):
         future.result()  # a job reports its variant's failure itself; anything else is a bug, raised here
     return failures
 

@@ -4,6 +4,7 @@
     mqe-ogbench-repro pointmaze-giant-stitch-v0 --agent gciql --seeds 0 1 2 3
     mqe-ogbench-repro puzzle-4x4-play-v0 --seeds 0 1 2 3 --vmap-seeds   # one run, 4 seeds at once
     mqe-ogbench-repro scene-play-v0 --seeds 0 1 2 3 --gpus 0 1 2 3      # 4 runs at once, one per GPU
+    mqe-ogbench-repro scene-play-v0 --seeds 0 1 2 3 --gpus 0 --runs-per-gpu 4   # 4 runs at once on one GPU
 
 For the dataset it generates the data if missing (`mqe-ogbench-data`, or takes `--data`), trains one
 `mqe-train` run per seed (a subprocess, so the exact command is recorded and re-runnable; MQE gets
@@ -14,8 +15,9 @@ scores each seed by the mean success of its last 3 evaluations. The row (mean an
 over seeds, time per run, the commands) goes to `<out>.json` and `<out>.md`. Re-running resumes
 unfinished runs (`mqe-train --resume`). With `--gpus`, the runs go at once, each alone on one of the
 listed GPUs (`CUDA_VISIBLE_DEVICES`), each writing its output to `<run directory>.log`; with
-`--vmap-seeds` too, the consecutive seeds are split into one vmapped run per GPU. Bad input: one
-line, exit 2.
+`--vmap-seeds` too, the consecutive seeds are split into one vmapped run per GPU. `--runs-per-gpu N`
+lets N runs share each GPU (each with 1/N of its memory), which keeps a GPU busy with small models. Bad
+input: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -125,6 +127,7 @@ class ReproduceConfig:
     seeds: tuple[int, ...] = (0,)  # training seeds (the paper: 8 for state-based tasks)
     vmap_seeds: bool = False  # train the seeds in one run with jax.vmap (mqe-train --num-seeds); consecutive seeds
     gpus: tuple[str, ...] = ()  # GPU ids (CUDA_VISIBLE_DEVICES) to run the seeds' runs on at once, one run per GPU; () runs them one after another
+    runs_per_gpu: int = 1  # runs sharing each of --gpus at once (a state-based run leaves most of a GPU idle), each with 1/N of its memory
     steps: int = 1_000_000  # updates per run (the paper: 1M state-based)
     preset: str = "ogbench_state"  # agent preset of mqe-train
     set: tuple[str, ...] = ()  # further agent overrides, key=value, applied after the paper's alpha
@@ -158,6 +161,14 @@ class ReproduceConfig:
                                  "e.g. --gpus 0 1")
         if not 0 <= self.eval_start <= self.steps:
             raise ReproduceError(f"--eval-start {self.eval_start}: must be within [0, --steps {self.steps}]")
+        if self.runs_per_gpu < 1 or (self.runs_per_gpu > 1 and not self.gpus):
+            raise ReproduceError(f"--runs-per-gpu {self.runs_per_gpu}: give a count >= 1, and name the GPUs to share "
+                                 "with --gpus (e.g. --gpus 0 --runs-per-gpu 4)")
+
+    @property
+    def gpu_slots(self) -> tuple[str, ...]:
+        """One entry per run that may go at once: each GPU of --gpus, --runs-per-gpu times."""
+        return tuple(gpu for gpu in self.gpus for _ in range(self.runs_per_gpu))
 
 
 def check_existing_sizes(settings_path: Path, wanted: generate.DatasetSpec) -> None:
@@ -286,6 +297,15 @@ def seed_groups(seeds: list[int], vmap_seeds: bool, num_gpus: int) -> list[list[
     return [[int(seed) for seed in block] for block in np.array_split(seeds, min(max(num_gpus, 1), len(seeds)))]
 
 
+def gpu_env(gpu: str, runs_per_gpu: int) -> dict[str, str]:
+    """Environment of a run on `gpu`: that GPU alone and, when runs share it, an even part of its memory
+    (JAX otherwise takes 75% of it up front, and a second run on the GPU fails to start)."""
+    env = {"CUDA_VISIBLE_DEVICES": gpu}
+    if runs_per_gpu > 1:
+        env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{0.9 / runs_per_gpu:.3f}"
+    return env
+
+
 def train_run(cfg: ReproduceConfig, dataset: str, data: Path, seeds: list[int],
               gpu: str | None = None) -> list[dict[str, Any]]:
     """Train and evaluate `seeds` (one seed, or consecutive seeds vmapped) in one mqe-train subprocess;
@@ -305,7 +325,7 @@ def train_run(cfg: ReproduceConfig, dataset: str, data: Path, seeds: list[int],
     else:
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "a") as output:
-            result = subprocess.run(command, env={**env, "CUDA_VISIBLE_DEVICES": gpu}, stdout=output,
+            result = subprocess.run(command, env={**env, **gpu_env(gpu, cfg.runs_per_gpu)}, stdout=output,
                                     stderr=subprocess.STDOUT, check=False)
     seconds = time.perf_counter() - start
     if result.returncode != 0:
@@ -381,8 +401,9 @@ MARKDOWN_HEADER = ("| dataset | agent | ours (success %, mean ± s.e.) | paper |
 
 
 def on_free_gpus(gpus: tuple[str, ...], tasks: list[Callable[[str | None], Any]]) -> list[Future]:
-    """Call each task with a GPU of `gpus` as soon as one is free, one task per GPU at a time (without
-    GPUs, with None, one after another); returns the tasks' futures, in order, once all have ended."""
+    """Call each task with a GPU of `gpus` as soon as one is free, one task per entry at a time (a GPU
+    listed twice takes two at once; without GPUs, with None, one after another); returns the tasks'
+    futures, in order, once all have ended."""
     free_gpus: queue.SimpleQueue[str | None] = queue.SimpleQueue()
     for gpu in gpus or (None,):
         free_gpus.put(gpu)
@@ -404,7 +425,7 @@ def train_groups(cfg: ReproduceConfig, dataset: str, data: Path,
     its own as soon as one is free. Every run goes to its end before a failure is reported."""
     if not cfg.gpus:
         return [train_run(cfg, dataset, data, seeds) for seeds in groups]
-    futures = on_free_gpus(cfg.gpus, [functools.partial(train_run, cfg, dataset, data, seeds) for seeds in groups])
+    futures = on_free_gpus(cfg.gpu_slots, [functools.partial(train_run, cfg, dataset, data, seeds) for seeds in groups])
     failures = [str(future.exception()) for future in futures if future.exception() is not None]
     if failures:
         raise ReproduceError("; ".join(failures))
@@ -440,7 +461,7 @@ def write_row(cfg: ReproduceConfig, dataset: str, row: dict[str, Any]) -> Path:
 def reproduce(cfg: ReproduceConfig) -> dict[str, Any]:
     """Run every seed and write the row; returns it."""
     dataset, data, generated_by = prepare(cfg)
-    groups = seed_groups(list(cfg.seeds), cfg.vmap_seeds, len(cfg.gpus))
+    groups = seed_groups(list(cfg.seeds), cfg.vmap_seeds, len(cfg.gpu_slots))
     runs = [run for group_runs in train_groups(cfg, dataset, data, groups) for run in group_runs]
     row = summarize(cfg, dataset, data, generated_by, runs)
     json_path = write_row(cfg, dataset, row)

@@ -166,6 +166,42 @@ def test_gpus_run_groups_at_once_one_per_gpu(monkeypatch):
         [{"seed": 0}], [{"seed": 1}], [{"seed": 2}]]
 
 
+def test_runs_per_gpu_share_each_gpu_up_to_n_at_once(monkeypatch):
+    import threading
+
+    lock, busy, peak = threading.Lock(), {}, {}
+
+    def fake_train_run(cfg, dataset, data, seeds, gpu=None):
+        with lock:
+            busy[gpu] = busy.get(gpu, 0) + 1
+            peak[gpu] = max(peak.get(gpu, 0), busy[gpu])
+        time.sleep(0.1)
+        with lock:
+            busy[gpu] -= 1
+        return [{"seed": seeds[0]}]
+
+    monkeypatch.setattr(reproduce, "train_run", fake_train_run)
+    cfg = reproduce.ReproduceConfig("scene-play", seeds=tuple(range(7)), gpus=("0", "3"), runs_per_gpu=3)
+    assert cfg.gpu_slots == ("0", "0", "0", "3", "3", "3")
+    assert reproduce.seed_groups(list(cfg.seeds), True, len(cfg.gpu_slots)) == [[0, 1], [2], [3], [4], [5], [6]]
+    runs = reproduce.train_groups(cfg, "scene-play-v0", Path("d.npz"), [[s] for s in cfg.seeds])
+    assert [r[0]["seed"] for r in runs] == list(range(7))
+    assert peak == {"0": 3, "3": 3}
+
+
+def test_runs_sharing_a_gpu_split_its_memory():
+    assert reproduce.gpu_env("1", 1) == {"CUDA_VISIBLE_DEVICES": "1"}
+    assert reproduce.gpu_env("1", 4) == {"CUDA_VISIBLE_DEVICES": "1", "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.225"}
+
+
+@pytest.mark.parametrize("args", [["--runs-per-gpu", "2"], ["--gpus", "0", "--runs-per-gpu", "0"]])
+def test_runs_per_gpu_needs_gpus_and_a_positive_count(args, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        reproduce.main(["scene-play", *args])
+    assert exit_info.value.code == 2
+    assert "--runs-per-gpu" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("gpus", [["0", "0"], ["cuda:0"]])
 def test_bad_gpu_lists_are_refused(gpus):
     with pytest.raises(SystemExit) as exit_info:
