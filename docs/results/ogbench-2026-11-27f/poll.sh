@@ -5,7 +5,7 @@ W=/tmp/sweep; end=$(( $(date +%s) + $1 ))
 while [ $(date +%s) -lt $end ] && pgrep -f "mqe_model.(ogbench|train)" > /dev/null; do sleep 5; done
 date +%T; uptime; nvidia-smi --query-gpu=utilization.gpu,memory.used,clocks.sm --format=csv,noheader
 tail -4 $W/logs/ablate.log | cut -c1-400
-for m in $W/runs/*/*/*/seed*/metrics.jsonl; do
+for m in $W/runs/*/*/*/seed*/metrics.jsonl $W/runs/*/*/seed*/metrics.jsonl; do
   [ -f $m ] || continue
   python3 - "$m" <<'PY'
 import json, sys
