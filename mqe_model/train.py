@@ -137,8 +137,12 @@ def prepare_run(cfg: TrainConfig) -> RunSetup:
         if metadata["agent"] != cfg.agent:
             raise CheckpointError(f"{where}: the run in {cfg.workdir} trains {metadata['agent']!r}, "
                                   f"not --agent {cfg.agent}; pass --agent {metadata['agent']}")
-        saved = registry.config_to_json(agent_config)
-        diff = sorted(k for k in saved if metadata["config"].get(k) != saved[k])
+        wanted = registry.config_to_json(agent_config)
+        try:  # fields newer than the run take their defaults, which reproduce what the older code did
+            saved = registry.config_to_json(registry.config_from_json(cfg.agent, metadata["config"]))
+        except (ValueError, TypeError) as e:
+            raise CheckpointError(f"{where}: {e}; this run was written by a newer mqe_model") from None
+        diff = sorted(k for k in wanted if saved[k] != wanted[k])
         if diff:
             raise CheckpointError(f"{where}: the run was trained with other settings for {diff}; "
                                   "resume with the same --preset and --set")

@@ -61,6 +61,28 @@ def test_resume_with_another_agent_is_refused(capsys):
     assert "trains 'mqe'" in err and str(workdir) in err and "Traceback" not in err
 
 
+def _rewrite_saved_config(workdir, edit):
+    path = checkpoints.resolve_step_dir(workdir) / checkpoints.METADATA_FILE
+    metadata = json.loads(path.read_text())
+    edit(metadata["config"])
+    path.write_text(json.dumps(metadata))
+
+
+def test_a_run_from_before_a_new_config_field_resumes_and_other_settings_are_refused(tmp_path, capsys):
+    workdir = tmp_path / "run"
+    assert train.main(run_args(workdir, state_npz(), "mqe", 20)) == 0
+    # An older mqe_model wrote no flat_optimizer field; its default is what that code did.
+    _rewrite_saved_config(workdir, lambda config: config.pop("flat_optimizer"))
+    assert train.main(run_args(workdir, state_npz(), "mqe", 30, "--resume")) == 0
+    assert checkpoints.read_metadata(checkpoints.resolve_step_dir(workdir))["step"] == 30
+    assert train.main(run_args(workdir, state_npz(), "mqe", 40, "--resume", "--set", "lam=0.5")) == 2
+    assert "other settings for ['lam']" in capsys.readouterr().err
+    _rewrite_saved_config(workdir, lambda config: config.update(a_field_from_the_future=1))
+    assert train.main(run_args(workdir, state_npz(), "mqe", 40, "--resume")) == 2
+    err = capsys.readouterr().err
+    assert "a_field_from_the_future" in err and "newer mqe_model" in err and "Traceback" not in err
+
+
 def _bad(path, kind):
     rng = np.random.default_rng(0)
     good = dict(observations=rng.normal(size=(20, 4)).astype(np.float32),
