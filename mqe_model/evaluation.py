@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from mqe_model.cli_logging import quiet_simulator_warnings
 from mqe_model.worker_processes import exit_with_parent
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ def init_worker(single_thread: bool = True, parent_pid: int | None = None) -> No
     """
     if parent_pid is not None:
         exit_with_parent(parent_pid)
+    quiet_simulator_warnings()
     os.nice(WORKER_NICENESS)
     os.environ["JAX_PLATFORMS"] = "cpu"
     if single_thread:

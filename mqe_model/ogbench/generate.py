@@ -25,7 +25,7 @@ from typing import Annotated, Any
 import numpy as np
 import tyro
 
-from mqe_model.cli_logging import setup_logging
+from mqe_model.cli_logging import quiet_simulator_warnings, setup_logging
 from mqe_model.ogbench import manip_data, maze_data
 
 logger = logging.getLogger(__name__)
@@ -133,6 +133,7 @@ _collector: Any = None  # the worker process's environment and oracles, built on
 
 def _init_worker(spec: DatasetSpec) -> None:
     global _collector
+    quiet_simulator_warnings()
     if spec.family == "maze":
         _collector = maze_data.MazeCollector(spec.env_id, spec.dataset_type, spec.length)
     else:
