@@ -16,8 +16,9 @@ over seeds, time per run, the commands) goes to `<out>.json` and `<out>.md`. Re-
 unfinished runs (`mqe-train --resume`). With `--gpus`, the runs go at once, each alone on one of the
 listed GPUs (`CUDA_VISIBLE_DEVICES`), each writing its output to `<run directory>.log`; with
 `--vmap-seeds` too, the consecutive seeds are split into one vmapped run per GPU. `--runs-per-gpu N`
-lets N runs share each GPU (each with 1/N of its memory), which keeps a GPU busy with small models. Bad
-input: one line, exit 2.
+lets N runs share each GPU (each with 1/N of its memory); processes on one GPU take turns, so for
+state-based MQE this is slower in total than one run per GPU (docs/benchmarks.md). Bad input: one
+line, exit 2.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ class ReproduceConfig:
     seeds: tuple[int, ...] = (0,)  # training seeds (the paper: 8 for state-based tasks)
     vmap_seeds: bool = False  # train the seeds in one run with jax.vmap (mqe-train --num-seeds); consecutive seeds
     gpus: tuple[str, ...] = ()  # GPU ids (CUDA_VISIBLE_DEVICES) to run the seeds' runs on at once, one run per GPU; () runs them one after another
-    runs_per_gpu: int = 1  # runs sharing each of --gpus at once (a state-based run leaves most of a GPU idle), each with 1/N of its memory
+    runs_per_gpu: int = 1  # runs sharing each of --gpus at once, each with 1/N of its memory (slower in total than one run per GPU for state-based MQE)
     steps: int = 1_000_000  # updates per run (the paper: 1M state-based)
     preset: str = "ogbench_state"  # agent preset of mqe-train
     set: tuple[str, ...] = ()  # further agent overrides, key=value, applied after the paper's alpha
@@ -421,8 +422,9 @@ def on_free_gpus(gpus: tuple[str, ...], tasks: list[Callable[[str | None], Any]]
 
 def train_groups(cfg: ReproduceConfig, dataset: str, data: Path,
                  groups: list[list[int]]) -> list[list[dict[str, Any]]]:
-    """Each group's runs, in order: one after another, or with `--gpus` at once, each group on a GPU of
-    its own as soon as one is free. Every run goes to its end before a failure is reported."""
+    """Each group's runs, in order: one after another, or with `--gpus` at once, each group on a free
+    GPU slot (`--runs-per-gpu` slots per GPU). With `--gpus`, every run goes to its end before a failure
+    is reported."""
     if not cfg.gpus:
         return [train_run(cfg, dataset, data, seeds) for seeds in groups]
     futures = on_free_gpus(cfg.gpu_slots, [functools.partial(train_run, cfg, dataset, data, seeds) for seeds in groups])
