@@ -46,7 +46,7 @@ class BenchConfig:
     warmup: int = 3  # untimed dispatches first (compilation)
     precisions: tuple[str, ...] = ("float32", "tensorfloat32", "bfloat16")  # matmul precisions of the fused variant
     pallas: bool | None = None  # also the Pallas-tiled maximum (pairwise='pallas') at each precision; None: on a GPU only
-    variants: tuple[str, ...] = ()  # also these configs, fused at each precision: key=value overrides, e.g. flat_optimizer=false
+    variants: tuple[str, ...] = ()  # also these configs, fused at each precision: key=value overrides, several in one quoted variant, e.g. flat_optimizer=false "actor_goal_pairs=sampled actor_goal_samples=16"
     json: Path | None = None  # also write the figures (steps/s) here, e.g. for benchmarks.xla_flags
 
 
@@ -134,7 +134,7 @@ def main(cfg: BenchConfig) -> None:
         for precision in cfg.precisions:
             try:
                 variants[f"{override} {precision}"] = registry.apply_overrides(variants[f"fused {precision}"],
-                                                                               (override,))
+                                                                               tuple(override.split()))
             except (ValueError, TypeError) as e:
                 raise SystemExit(f"--variants {override}: {e}") from None
     print(f"{'variant':<24}{'1 seed steps/s':>16}{'ratio':>8}{f'{cfg.seeds} seeds seed-steps/s':>26}{'ratio':>8}"

@@ -45,6 +45,7 @@ Batch = dict[str, jax.Array]
 
 ACTOR_HEADS = ("nearest", "farthest")  # MQEConfig.actor_heads
 INVARIANCE_FORMS = ("exp", "squared")  # MQEConfig.invariance_form
+ACTOR_GOAL_PAIRS = ("own", "all", "sampled")  # MQEConfig.actor_goal_pairs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +69,8 @@ class MQEConfig:
     alpha: float = 1.0  # behaviour-cloning weight of the actor loss
     actor_p_random_goal: float = 0.0  # chance an actor goal is a random state, not a future one (OGBench stitch: 0.5)
     actor_heads: str = "nearest"  # head whose distance the actor's q uses: 'nearest' (DESIGN.md) or 'farthest'
-    actor_goal_pairs: str = "own"  # q-term pairs: 'own' (state i, goal i; DESIGN.md) or 'all' (every i, j: the paper's L_mu)
+    actor_goal_pairs: str = "own"  # q-term pairs: 'own' (state i, goal i; DESIGN.md), 'all' (every i, j: the paper's L_mu) or 'sampled'
+    actor_goal_samples: int = 16  # goals per state with 'sampled': its own and the next K - 1 rows', weighted so that the mean is unbiased for 'all' (K/B of its cost)
     zeta: float = 1.0  # weight of the action-invariance loss
     invariance_form: str = "exp"  # L_I per term: 'exp' (exp(-d) - 1)^2 (the paper, DESIGN.md) or 'squared' d^2 (the public mqe-release code)
     invariance_actions: int = 1  # actions per state in L_I: 1 = its own (DESIGN.md); n = own + the next n - 1 samples' (batch_size: the paper's all pairs)
@@ -99,16 +101,24 @@ class MQEConfig:
         check_probability("actor_p_random_goal", self.actor_p_random_goal)
         if self.actor_heads not in ACTOR_HEADS:
             raise ValueError(f"actor_heads={self.actor_heads!r}: choose one of {', '.join(ACTOR_HEADS)}")
-        if self.actor_goal_pairs not in ("own", "all"):
-            raise ValueError(f"actor_goal_pairs={self.actor_goal_pairs!r}: choose 'own' or 'all'")
+        if self.actor_goal_pairs not in ACTOR_GOAL_PAIRS:
+            raise ValueError(f"actor_goal_pairs={self.actor_goal_pairs!r}: choose one of {', '.join(ACTOR_GOAL_PAIRS)}")
+        if self.actor_goal_pairs == "sampled" and not 2 <= self.actor_goal_samples <= self.batch_size:
+            raise ValueError(f"actor_goal_samples={self.actor_goal_samples}: must be within 2..batch_size "
+                             f"({self.batch_size}) with actor_goal_pairs='sampled'; batch_size is 'all'")
         if self.invariance_form not in INVARIANCE_FORMS:
             raise ValueError(f"invariance_form={self.invariance_form!r}: choose one of {', '.join(INVARIANCE_FORMS)}")
         if not 1 <= self.invariance_actions <= self.batch_size:
             raise ValueError(f"invariance_actions={self.invariance_actions}: must be within 1..batch_size "
                              f"({self.batch_size}); 1 is each state's own action, batch_size every action of the batch")
-        if self.actor_goal_pairs == "all" and self.encoder is not None:
-            raise ValueError("actor_goal_pairs='all' runs the actor on B x B (state, goal) pairs: state-based "
-                             f"presets only, not with encoder {self.encoder!r}")
+        if self.actor_goal_pairs != "own" and self.encoder is not None:
+            raise ValueError(f"actor_goal_pairs={self.actor_goal_pairs!r} runs the actor on K x B (state, goal) "
+                             f"pairs: state-based presets only, not with encoder {self.encoder!r}")
+
+    @property
+    def goals_per_state(self) -> int:
+        """Actor goals each state's q term is taken on: 1 ('own'), batch_size ('all') or actor_goal_samples."""
+        return {"own": 1, "all": self.batch_size, "sampled": self.actor_goal_samples}[self.actor_goal_pairs]
 
     @property
     def step_scale(self) -> float:
@@ -343,13 +353,24 @@ def actor_distance(phi: jax.Array, psi: jax.Array, config: MQEConfig) -> jax.Arr
     return reduce_heads(mrn_distance(phi, psi, config.num_components), axis=0)
 
 
+def pair_weights(size: int, per_state: int) -> jax.Array:
+    """Weights (summing to 1) of the K * B actor rows: the own pairs (the first B rows) 1/B in all, the
+    K - 1 other goals of each state the rest, so the weighted mean over i.i.d. rows has the mean over
+    all B x B pairs as its expectation."""
+    others = (1.0 - 1.0 / size) / ((per_state - 1) * size)
+    return jnp.concatenate([jnp.full(size, 1.0 / size**2), jnp.full((per_state - 1) * size, others)])
+
+
 def actor_loss(
     params: Any, batch: Batch, config: MQEConfig, forward: CriticForward | None = None
 ) -> tuple[jax.Array, dict]:
     """DDPG+BC: -mean(q) / stop_grad(mean |q|) - alpha * mean(log pi(a | s, g)); metrics under `actor/`.
 
-    q is taken on each state's own actor goal, or with `actor_goal_pairs='all'` on every (state i,
-    goal j) pair of the batch as in the paper's L_mu (B x B actor and phi passes); the BC term always
+    q is taken on each state's own actor goal, or on K goals per state (`config.goals_per_state`):
+    with `actor_goal_pairs='all'` every (state i, goal j) pair of the batch as in the paper's L_mu (B x B
+    actor and phi passes), with 'sampled' state i with the goals of rows i, i + 1, ..., i + K - 1
+    (mod B). Rows are i.i.d., so weighting the own pair 1/B and the others (1 - 1/B) / (K - 1) makes
+    the expected q term that of 'all' at K/B of its cost (at K = B it is 'all'). The BC term always
     uses the state's own goal and action.
 
     The critic is frozen (stop-gradient on its parameters and on what `forward` carries), so this
@@ -365,18 +386,23 @@ def actor_loss(
     # Actor goals stay out of the critic's stacked pass: they need no backward pass (measured on an
     # H100: stacking them cost 3-7% of the state-based update).
     psi = critic.apply(frozen, goals, method=Critic.psi)
-    size = observations.shape[0]
-    own = slice(None)  # the rows whose goal is the state's own actor goal
-    if config.actor_goal_pairs == "all":  # row i * B + j: state i, goal j
-        observations, state_features = (jnp.repeat(x, size, axis=0) for x in (observations, state_features))
-        goals, psi = jnp.tile(goals, (size, 1)), jnp.tile(psi, (1, size, 1))
-        own = slice(None, None, size + 1)
+    size, per_state = observations.shape[0], config.goals_per_state
+    own = slice(None, size)  # rows k * B + i pair state i with the goal of row (i + k) mod B
+    row_weights = pair_weights(size, per_state) if per_state > 1 else None
+
+    def pairs_mean(x: jax.Array) -> jax.Array:
+        return jnp.mean(x) if row_weights is None else jnp.sum(row_weights * x)
+
+    if per_state > 1:
+        goal_rows = ((jnp.arange(size)[None, :] + jnp.arange(per_state)[:, None]) % size).reshape(-1)
+        observations, state_features = (jnp.tile(x, (per_state, 1)) for x in (observations, state_features))
+        goals, psi = goals[goal_rows], psi[:, goal_rows]
     mean = Actor(config, action_dim).apply({"params": params["actor"]}, observations, goals)
     policy_actions = jnp.clip(mean, -1.0, 1.0)
     phi = critic.apply(frozen, state_features, policy_actions, method=Critic.phi_of_features)
     q = -actor_distance(phi, psi, config)
     # The 1e-6 only guards a batch whose q is exactly zero everywhere (never in practice).
-    q_loss = -jnp.mean(q) / jax.lax.stop_gradient(jnp.mean(jnp.abs(q)) + 1e-6)
+    q_loss = -pairs_mean(q) / jax.lax.stop_gradient(pairs_mean(jnp.abs(q)) + 1e-6)
     log_prob = gaussian_log_prob(mean[own], config.actor_std, batch["actions"])
     bc_loss = -config.alpha * jnp.mean(log_prob)
     loss = q_loss + bc_loss
@@ -384,7 +410,7 @@ def actor_loss(
         "actor/loss": loss,
         "actor/q_loss": q_loss,
         "actor/bc_loss": bc_loss,
-        "actor/q": q.mean(),
+        "actor/q": pairs_mean(q),
         "actor/log_prob": log_prob.mean(),
         "actor/mse": jnp.mean(jnp.square(mean[own] - batch["actions"])),
     }

@@ -45,9 +45,11 @@ def test_train_step_writes_its_figures(tmp_path, capsys):
     out = tmp_path / "f.json"
     train_step.main(train_step.BenchConfig(preset="tiny", obs_dim=4, action_dim=2, seeds=2, scan=2, iters=1,
                                            warmup=1, precisions=("float32",), json=out,
-                                           variants=("actor_goal_pairs=all", "invariance_actions=8", "flat_optimizer=true")))
+                                           variants=("actor_goal_pairs=sampled actor_goal_samples=4", "invariance_actions=8",
+                                                     "flat_optimizer=true")))
     figures = json.loads(out.read_text())
-    variants = ("naive f32 (baseline)", "fused float32", "actor_goal_pairs=all float32", "invariance_actions=8 float32",
+    variants = ("naive f32 (baseline)", "fused float32", "actor_goal_pairs=sampled actor_goal_samples=4 float32",
+                "invariance_actions=8 float32",
                 "flat_optimizer=true float32")
     assert set(figures) == {f"{variant}: {figure}{how}" for variant in variants
                             for figure in ("1 seed steps/s", "2 seeds seed-steps/s") for how in ("", ", queued")}

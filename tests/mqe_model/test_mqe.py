@@ -5,6 +5,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mqe_model.agents import mqe
 from mqe_model.agents.mqe import backup_loss, invariance_loss
@@ -160,11 +162,57 @@ def test_all_goal_pairs_average_the_q_of_every_state_with_every_goal(tiny):
     assert all(float(jnp.abs(g).max()) == 0.0 for g in jax.tree_util.tree_leaves(grads["critic"]))
 
 
-def test_all_goal_pairs_refuse_an_image_encoder_and_unknown_values(tiny):
-    with pytest.raises(ValueError, match="state-based presets only"):
-        dataclasses.replace(mqe.get_config("sim"), actor_goal_pairs="all")
-    with pytest.raises(ValueError, match="choose 'own' or 'all'"):
+def test_sampled_goal_pairs_weight_the_own_goal_one_in_b_and_k_minus_1_next_rows_the_rest(tiny):
+    """'sampled' with K goals per state: q = (1/B) q(own goals) + (1 - 1/B) mean over shifts 1..K-1 of
+    q(goals of row i + k): the expectation of 'all' over i.i.d. rows. The BC term stays on the own pairs."""
+    config = dataclasses.replace(tiny, batch_size=8)
+    sampled = dataclasses.replace(config, actor_goal_pairs="sampled", actor_goal_samples=3)
+    batch = make_batch(np.random.default_rng(7), config.batch_size)
+    agent = mqe.MQEAgent.create(0, batch, config)
+    _, info = mqe.actor_loss(agent.params, batch, sampled)
+    shifted = [float(mqe.actor_loss(agent.params, {**batch, "actor_goals": np.roll(batch["actor_goals"], -k, axis=0)},
+                                    config)[1]["actor/q"]) for k in range(3)]
+    expected = shifted[0] / 8 + (1 - 1 / 8) * np.mean(shifted[1:])
+    assert float(info["actor/q"]) == pytest.approx(expected, rel=1e-5)
+    own_info = mqe.actor_loss(agent.params, batch, config)[1]
+    for key in ("actor/bc_loss", "actor/mse", "actor/log_prob"):
+        assert float(info[key]) == pytest.approx(float(own_info[key]), rel=1e-5)
+
+
+def test_sampled_goal_pairs_with_every_row_are_all_pairs(tiny):
+    config = dataclasses.replace(tiny, batch_size=6)
+    all_pairs = dataclasses.replace(config, actor_goal_pairs="all")
+    sampled = dataclasses.replace(config, actor_goal_pairs="sampled", actor_goal_samples=6)
+    batch = make_batch(np.random.default_rng(8), config.batch_size)
+    agent = mqe.MQEAgent.create(0, batch, config)
+    (loss_all, info_all), grads_all = jax.value_and_grad(mqe.actor_loss, has_aux=True)(agent.params, batch, all_pairs)
+    (loss_k, info_k), grads_k = jax.value_and_grad(mqe.actor_loss, has_aux=True)(agent.params, batch, sampled)
+    assert float(loss_k) == pytest.approx(float(loss_all), rel=1e-5)
+    assert float(info_k["actor/q"]) == pytest.approx(float(info_all["actor/q"]), rel=1e-5)
+    for g_all, g_k in zip(jax.tree_util.tree_leaves(grads_all), jax.tree_util.tree_leaves(grads_k), strict=True):
+        np.testing.assert_allclose(np.asarray(g_k), np.asarray(g_all), rtol=1e-4, atol=1e-6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(batch_size=st.integers(2, 300), data=st.data())
+def test_pair_weights_sum_to_one_and_give_the_own_pairs_one_in_b(batch_size, data):
+    per_state = data.draw(st.integers(2, batch_size))
+    weights = np.asarray(mqe.pair_weights(batch_size, per_state), dtype=np.float64)
+    assert weights.shape == (per_state * batch_size,)
+    assert weights.sum() == pytest.approx(1.0, rel=1e-5)
+    assert weights[:batch_size].sum() == pytest.approx(1.0 / batch_size, rel=1e-5)
+
+
+def test_goal_pairs_refuse_an_image_encoder_unknown_values_and_bad_sample_counts(tiny):
+    for pairs in ("all", "sampled"):
+        with pytest.raises(ValueError, match="state-based presets only"):
+            dataclasses.replace(mqe.get_config("sim"), actor_goal_pairs=pairs)
+    with pytest.raises(ValueError, match="choose one of own, all, sampled"):
         dataclasses.replace(tiny, actor_goal_pairs="some")
+    for samples in (1, tiny.batch_size + 1):
+        with pytest.raises(ValueError, match=f"actor_goal_samples={samples}: must be within 2..batch_size"):
+            dataclasses.replace(tiny, actor_goal_pairs="sampled", actor_goal_samples=samples)
+    assert dataclasses.replace(tiny, actor_goal_samples=1).goals_per_state == 1  # unused unless 'sampled'
 
 
 def test_invariance_over_all_actions_is_the_papers_sum_over_every_state_action_pair(tiny):
