@@ -45,7 +45,7 @@ Batch = dict[str, jax.Array]
 
 ACTOR_HEADS = ("nearest", "farthest")  # MQEConfig.actor_heads
 INVARIANCE_FORMS = ("exp", "squared")  # MQEConfig.invariance_form
-ACTOR_GOAL_PAIRS = ("own", "all", "sampled")  # MQEConfig.actor_goal_pairs
+ACTOR_GOAL_PAIRS = ("own", "all", "sampled", "distances")  # MQEConfig.actor_goal_pairs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +69,7 @@ class MQEConfig:
     alpha: float = 1.0  # behaviour-cloning weight of the actor loss
     actor_p_random_goal: float = 0.0  # chance an actor goal is a random state, not a future one (OGBench stitch: 0.5)
     actor_heads: str = "nearest"  # head whose distance the actor's q uses: 'nearest' (DESIGN.md) or 'farthest'
-    actor_goal_pairs: str = "own"  # q-term pairs: 'own' (state i, goal i; DESIGN.md), 'all' (every i, j: the paper's L_mu) or 'sampled'
+    actor_goal_pairs: str = "own"  # q-term pairs: 'own' (state i, goal i; DESIGN.md), 'all' (pi(s_i, g_j) for every i, j: the paper's L_mu), 'sampled' (K goals per state) or 'distances' (pi(s_i, g_i) against every g_j)
     actor_goal_samples: int = 16  # goals per state with 'sampled': its own and the next K - 1 rows', weighted so that the mean is unbiased for 'all' (K/B of its cost)
     zeta: float = 1.0  # weight of the action-invariance loss
     invariance_form: str = "exp"  # L_I per term: 'exp' (exp(-d) - 1)^2 (the paper, DESIGN.md) or 'squared' d^2 (the public mqe-release code)
@@ -111,14 +111,14 @@ class MQEConfig:
         if not 1 <= self.invariance_actions <= self.batch_size:
             raise ValueError(f"invariance_actions={self.invariance_actions}: must be within 1..batch_size "
                              f"({self.batch_size}); 1 is each state's own action, batch_size every action of the batch")
-        if self.actor_goal_pairs != "own" and self.encoder is not None:
+        if self.actor_goal_pairs in ("all", "sampled") and self.encoder is not None:
             raise ValueError(f"actor_goal_pairs={self.actor_goal_pairs!r} runs the actor on K x B (state, goal) "
                              f"pairs: state-based presets only, not with encoder {self.encoder!r}")
 
     @property
     def goals_per_state(self) -> int:
-        """Actor goals each state's q term is taken on: 1 ('own'), batch_size ('all') or actor_goal_samples."""
-        return {"own": 1, "all": self.batch_size, "sampled": self.actor_goal_samples}[self.actor_goal_pairs]
+        """Actor passes per state: 1 ('own', 'distances'), batch_size ('all') or actor_goal_samples ('sampled')."""
+        return {"all": self.batch_size, "sampled": self.actor_goal_samples}.get(self.actor_goal_pairs, 1)
 
     @property
     def step_scale(self) -> float:
@@ -349,8 +349,12 @@ def actor_distance(phi: jax.Array, psi: jax.Array, config: MQEConfig) -> jax.Arr
     """The distance whose negative is the actor's q: the MRN distance of the head `actor_heads` names,
     (heads, ..., latent) -> (...). 'farthest' is the min over heads of q, the pessimistic estimate
     that OGBench's double-Q agents use."""
-    reduce_heads = jnp.min if config.actor_heads == "nearest" else jnp.max
-    return reduce_heads(mrn_distance(phi, psi, config.num_components), axis=0)
+    return reduce_heads(mrn_distance(phi, psi, config.num_components), config)
+
+
+def reduce_heads(distances: jax.Array, config: MQEConfig) -> jax.Array:
+    """The head `actor_heads` names, over the leading axis of heads."""
+    return (jnp.min if config.actor_heads == "nearest" else jnp.max)(distances, axis=0)
 
 
 def pair_weights(size: int, per_state: int) -> jax.Array:
@@ -370,7 +374,9 @@ def actor_loss(
     with `actor_goal_pairs='all'` every (state i, goal j) pair of the batch as in the paper's L_mu (B x B
     actor and phi passes), with 'sampled' state i with the goals of rows i, i + 1, ..., i + K - 1
     (mod B). Rows are i.i.d., so weighting the own pair 1/B and the others (1 - 1/B) / (K - 1) makes
-    the expected q term that of 'all' at K/B of its cost (at K = B it is 'all'). The BC term always
+    the expected q term that of 'all' at K/B of its cost (at K = B it is 'all'). With 'distances' the
+    action is the own goal's, pi(s_i, g_i), and q is the mean of -d((s_i, pi(s_i, g_i)), g_j) over every
+    goal j: the B x B distances the appendix names, without more actor passes. The BC term always
     uses the state's own goal and action.
 
     The critic is frozen (stop-gradient on its parameters and on what `forward` carries), so this
@@ -400,7 +406,10 @@ def actor_loss(
     mean = Actor(config, action_dim).apply({"params": params["actor"]}, observations, goals)
     policy_actions = jnp.clip(mean, -1.0, 1.0)
     phi = critic.apply(frozen, state_features, policy_actions, method=Critic.phi_of_features)
-    q = -actor_distance(phi, psi, config)
+    if config.actor_goal_pairs == "distances":  # (B, B): state i's action, goal j
+        q = -reduce_heads(_pairwise(config)(phi, psi, num_components=config.num_components), config)
+    else:
+        q = -actor_distance(phi, psi, config)
     # The 1e-6 only guards a batch whose q is exactly zero everywhere (never in practice).
     q_loss = -pairs_mean(q) / jax.lax.stop_gradient(pairs_mean(jnp.abs(q)) + 1e-6)
     log_prob = gaussian_log_prob(mean[own], config.actor_std, batch["actions"])

@@ -193,6 +193,30 @@ def test_sampled_goal_pairs_with_every_row_are_all_pairs(tiny):
         np.testing.assert_allclose(np.asarray(g_k), np.asarray(g_all), rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("heads", mqe.ACTOR_HEADS)
+def test_distance_pairs_score_the_own_goals_action_against_every_goal(tiny, heads):
+    """'distances': the action is pi(s_i, g_i) and q the mean of -d((s_i, a_i), g_j) over every (i, j),
+    written here as the mean over the B cyclic shifts of the goals' psi; only the actor learns."""
+    config = dataclasses.replace(tiny, batch_size=8, actor_heads=heads)
+    distances = dataclasses.replace(config, actor_goal_pairs="distances")
+    batch = make_batch(np.random.default_rng(9), config.batch_size)
+    agent = mqe.MQEAgent.create(0, batch, config)
+    frozen = {"params": agent.params["critic"]}
+    actions = jnp.clip(mqe.Actor(config, 2).apply({"params": agent.params["actor"]}, batch["observations"],
+                                                   batch["actor_goals"]), -1.0, 1.0)
+    phi = mqe.Critic(config).apply(frozen, batch["observations"], actions, method=mqe.Critic.phi_of_features)
+    psi = mqe.Critic(config).apply(frozen, batch["actor_goals"], method=mqe.Critic.psi)
+    expected = np.mean([-np.asarray(mqe.actor_distance(phi, jnp.roll(psi, -k, axis=1), config))
+                        for k in range(config.batch_size)])
+    _, info = mqe.actor_loss(agent.params, batch, distances)
+    assert float(info["actor/q"]) == pytest.approx(float(expected), rel=1e-5)
+    own_info = mqe.actor_loss(agent.params, batch, config)[1]
+    assert float(info["actor/bc_loss"]) == pytest.approx(float(own_info["actor/bc_loss"]), rel=1e-6)
+    grads = jax.grad(lambda p: mqe.actor_loss(p, batch, distances)[0])(agent.params)
+    assert all(float(jnp.abs(g).max()) == 0.0 for g in jax.tree_util.tree_leaves(grads["critic"]))
+    assert any(float(jnp.abs(g).max()) > 0.0 for g in jax.tree_util.tree_leaves(grads["actor"]))
+
+
 @settings(max_examples=40, deadline=None)
 @given(batch_size=st.integers(2, 300), data=st.data())
 def test_pair_weights_sum_to_one_and_give_the_own_pairs_one_in_b(batch_size, data):
@@ -207,7 +231,8 @@ def test_goal_pairs_refuse_an_image_encoder_unknown_values_and_bad_sample_counts
     for pairs in ("all", "sampled"):
         with pytest.raises(ValueError, match="state-based presets only"):
             dataclasses.replace(mqe.get_config("sim"), actor_goal_pairs=pairs)
-    with pytest.raises(ValueError, match="choose one of own, all, sampled"):
+    assert dataclasses.replace(mqe.get_config("sim"), actor_goal_pairs="distances").goals_per_state == 1
+    with pytest.raises(ValueError, match="choose one of own, all, sampled, distances"):
         dataclasses.replace(tiny, actor_goal_pairs="some")
     for samples in (1, tiny.batch_size + 1):
         with pytest.raises(ValueError, match=f"actor_goal_samples={samples}: must be within 2..batch_size"):
