@@ -40,7 +40,8 @@ class BenchConfig:
     episodes: int = 100  # synthetic trajectories
     length: int = 50  # steps per trajectory
     image_size: int | None = None  # px, images resized to this for training (the demo: 64); None keeps 128
-    bare_only: bool = False  # measure only the bare update (no loop, no scaling)
+    bare_only: bool = False  # measure only the bare update (no loop)
+    json: Path | None = None  # also write the figures (steps/s, scaling ratios) here, e.g. for benchmarks.xla_flags
 
 
 def write_data(root: Path, cfg: BenchConfig, images: bool) -> Path:
@@ -103,20 +104,24 @@ def bare_rate(cfg: BenchConfig, data: Path, devices: int = 1, iters: int = 10) -
 def main(cfg: BenchConfig) -> None:
     """Print one table row per measurement."""
     images = cfg.preset in ("bridge", "ogbench_pixel", "sim")
+    figures = {}
     with tempfile.TemporaryDirectory() as tmp:
         data = write_data(Path(tmp) / "data", cfg, images)
         print(f"device: {jax.devices()[0].device_kind} x {jax.device_count()}; {cfg.agent} {cfg.preset}")
-        bare = bare_rate(cfg, data)
+        bare = figures["bare update, 1 device: steps/s"] = bare_rate(cfg, data)
         print(f"bare update (1 device): {bare:.1f} steps/s")
         for n in (n for n in cfg.devices if n > 1):
-            bare_n = bare_rate(cfg, data, n)
+            bare_n = figures[f"bare update, {n} devices: steps/s"] = bare_rate(cfg, data, n)
+            figures[f"bare update, {n} devices: x vs 1 device"] = bare_n / bare
             print(f"bare update ({n} devices): {bare_n:.1f} steps/s (x{bare_n / bare:.2f} vs 1 device)")
         rates = {}
         for n in () if cfg.bare_only else cfg.devices:
-            rates[n] = loop_rate(cfg, data, Path(tmp) / f"run{n}", n)
+            rates[n] = figures[f"loop, {n} device(s): steps/s"] = loop_rate(cfg, data, Path(tmp) / f"run{n}", n)
             print(f"full loop, {n} device(s): {rates[n]:.1f} steps/s "
                   f"({rates[n] / bare:.0%} of the bare update; x{rates[n] / rates[cfg.devices[0]]:.2f} "
                   f"vs {cfg.devices[0]} device(s))")
+    if cfg.json is not None:
+        cfg.json.write_text(json.dumps(figures, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,22 @@ def test_settings_run_apart_and_compare_to_the_first(capsys):
     assert progress.index("  one thread: ") < progress.index("running benchmarks.act_latency with 'bogus'")
 
 
+def test_train_throughput_under_settings_that_give_it_two_devices(capsys):
+    """The data-parallel target: a setting may change the device count itself (two forced CPU devices
+    here); the 2-device figures and the scaling ratio come back through its --json."""
+    code = xla_flags.main(["--target", "train_throughput",
+                           "--target-args=--preset tiny --devices 1 2 --bare-only --updates-per-dispatch 2",
+                           "--variant", "two devices=--xla_force_host_platform_device_count=2",
+                           "--variant", "one thread=--xla_force_host_platform_device_count=2 "
+                           "--xla_cpu_multi_thread_eigen=false"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    for figure in ("bare update, 1 device: steps/s", "bare update, 2 devices: steps/s",
+                   "bare update, 2 devices: x vs 1 device"):
+        assert f"\n{figure}\n" in out
+    assert xla_flags.DEFAULT_VARIANTS["train_throughput"][0] == "default="
+
+
 def test_bad_variants_exit_2(capsys):
     assert xla_flags.main(["--variant", "no-equals-sign"]) == 2
     assert "expected NAME=FLAGS" in capsys.readouterr().err
