@@ -139,7 +139,9 @@ class GridworldConfig:
     lr: float = 1e-3  # Adam learning rate (higher than the paper's 3e-4 to train fast on a CPU)
     updates_per_dispatch: int = 50  # updates run in one jitted lax.scan call
     far: int = 12  # goals at least this many steps away count as far
-    budget_factor: float = 2.0  # the policy gets budget_factor x shortest-path steps per goal
+    near: int = 3  # goals at most this many steps away (and not the start) count as near
+    budget_factor: float = 2.0  # the policy gets budget_factor x the set's longest shortest path
+    set: tuple[str, ...] = ()  # MQE config overrides, key=value (e.g. --set actor_goal_pairs=all)
 
     def __post_init__(self) -> None:
         if self.steps % self.updates_per_dispatch:
@@ -147,6 +149,16 @@ class GridworldConfig:
                 f"steps ({self.steps}) must be a multiple of updates_per_dispatch "
                 f"({self.updates_per_dispatch})"
             )
+        if not 1 <= self.near < self.far:
+            raise ValueError(f"need 1 <= near ({self.near}) < far ({self.far})")
+        self.agent_config()  # a bad --set is refused here, before any training
+
+    def agent_config(self):
+        """The preset with this run's gamma, alpha, lr and --set overrides."""
+        from mqe_model.agents import mqe, registry
+
+        base = dataclasses.replace(mqe.get_config(self.preset), gamma=self.gamma, alpha=self.alpha, lr=self.lr)
+        return registry.apply_overrides(base, self.set)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,6 +168,8 @@ class GridworldResult:
     spearman: float  # rank correlation of learned d(s, g) with the shortest-path distance, all pairs s != g
     policy_success_far: float  # actor success on far goals within the budget
     critic_greedy_success_far: float  # success of argmin_a d(phi(s, a), psi(g)) over the four moves
+    policy_success_near: float  # actor success on near goals within their budget
+    critic_greedy_success_near: float  # the critic's greedy moves on near goals
     random_walk_success_far: float  # behaviour (random walk) success on the same goals and budget
     num_far_pairs: int  # number of far (start, goal) pairs evaluated
     train_seconds: float  # wall time of the training updates
@@ -163,8 +177,6 @@ class GridworldResult:
 
 def train_and_evaluate(config: GridworldConfig) -> GridworldResult:
     """Train the agent on random-walk data and measure distance ranking and goal reaching."""
-    import dataclasses as dc
-
     import jax
     import jax.numpy as jnp
     from scipy.stats import spearmanr
@@ -175,9 +187,7 @@ def train_and_evaluate(config: GridworldConfig) -> GridworldResult:
     maze = GridMaze()
     rng = np.random.default_rng(config.seed)
     data = random_walk_dataset(maze, rng, config.episodes, config.episode_length)
-    agent_config = dc.replace(
-        mqe.get_config(config.preset), gamma=config.gamma, alpha=config.alpha, lr=config.lr
-    )
+    agent_config = config.agent_config()
     sampler = GoalSampler(
         data, SamplerConfig(agent_config.gamma, agent_config.lam, agent_config.p_next)
     )
@@ -211,8 +221,7 @@ def train_and_evaluate(config: GridworldConfig) -> GridworldResult:
     spearman = float(spearmanr(learned, maze.distances[pairs]).statistic)
 
     far = maze.distances >= config.far
-    starts, goals = np.nonzero(far)
-    budget = int(np.ceil(config.budget_factor * maze.distances[far].max()))
+    near = (maze.distances >= 1) & (maze.distances <= config.near)
     key = jax.random.PRNGKey(config.seed)
 
     def act(obs, goal_obs):
@@ -234,11 +243,19 @@ def train_and_evaluate(config: GridworldConfig) -> GridworldResult:
             )
         return MOVES[np.asarray(jnp.argmin(jnp.stack(per_move, -1), axis=-1))].astype(np.float32)
 
+    def success(policy, pairs: np.ndarray) -> float:
+        budget = int(np.ceil(config.budget_factor * maze.distances[pairs].max()))
+        return policy_success(maze, policy, *np.nonzero(pairs), budget)
+
+    starts, goals = np.nonzero(far)
+    far_budget = int(np.ceil(config.budget_factor * maze.distances[far].max()))
     return GridworldResult(
         spearman=spearman,
-        policy_success_far=policy_success(maze, act, starts, goals, budget),
-        critic_greedy_success_far=policy_success(maze, critic_greedy, starts, goals, budget),
-        random_walk_success_far=random_walk_success(maze, rng, starts, goals, budget, repeats=20),
+        policy_success_far=success(act, far),
+        critic_greedy_success_far=success(critic_greedy, far),
+        policy_success_near=success(act, near),
+        critic_greedy_success_near=success(critic_greedy, near),
+        random_walk_success_far=random_walk_success(maze, rng, starts, goals, far_budget, repeats=20),
         num_far_pairs=len(starts),
         train_seconds=train_seconds,
     )
@@ -258,6 +275,8 @@ def main() -> None:
     print(f"  MQE actor            {result.policy_success_far:.2f}")
     print(f"  MQE critic, greedy   {result.critic_greedy_success_far:.2f}")
     print(f"  random walk (data)   {result.random_walk_success_far:.2f}")
+    print(f"near goals (1-{config.near} steps): MQE actor {result.policy_success_near:.2f}, "
+          f"critic greedy {result.critic_greedy_success_near:.2f}")
 
 
 if __name__ == "__main__":

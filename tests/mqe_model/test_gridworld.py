@@ -29,3 +29,11 @@ def test_mqe_learns_the_maze_and_stitches_far_goals():
     assert result.random_walk_success_far <= 0.05
     assert result.policy_success_far >= 0.5
     assert result.critic_greedy_success_far >= 0.7
+
+
+def test_bad_overrides_and_goal_sets_are_refused_before_training():
+    with pytest.raises(ValueError, match="has no field 'actor_goal_pair'; did you mean actor_goal_pairs"):
+        GridworldConfig(set=("actor_goal_pair=all",))
+    with pytest.raises(ValueError, match=r"need 1 <= near \(12\) < far \(12\)"):
+        GridworldConfig(near=12)
+    assert GridworldConfig(set=("actor_goal_pairs=distances",)).agent_config().actor_goal_pairs == "distances"
