@@ -33,9 +33,7 @@ def test_train_throughput_under_settings_that_give_it_two_devices(capsys):
     here); the 2-device figures and the scaling ratio come back through its --json."""
     code = xla_flags.main(["--target", "train_throughput",
                            "--target-args=--preset tiny --devices 1 2 --bare-only --updates-per-dispatch 2",
-                           "--variant", "two devices=--xla_force_host_platform_device_count=2",
-                           "--variant", "one thread=--xla_force_host_platform_device_count=2 "
-                           "--xla_cpu_multi_thread_eigen=false"])
+                           "--variant", "two devices=--xla_force_host_platform_device_count=2"])
     out = capsys.readouterr().out
     assert code == 0, out
     for figure in ("bare update, 1 device: steps/s", "bare update, 2 devices: steps/s",
