@@ -243,20 +243,20 @@ def train_and_evaluate(config: GridworldConfig) -> GridworldResult:
             )
         return MOVES[np.asarray(jnp.argmin(jnp.stack(per_move, -1), axis=-1))].astype(np.float32)
 
-    def success(policy, pairs: np.ndarray) -> float:
-        budget = int(np.ceil(config.budget_factor * maze.distances[pairs].max()))
-        return policy_success(maze, policy, *np.nonzero(pairs), budget)
+    def budget(pairs: np.ndarray) -> int:
+        return int(np.ceil(config.budget_factor * maze.distances[pairs].max()))
 
-    starts, goals = np.nonzero(far)
-    far_budget = int(np.ceil(config.budget_factor * maze.distances[far].max()))
+    def success(policy, pairs: np.ndarray) -> float:
+        return policy_success(maze, policy, *np.nonzero(pairs), budget(pairs))
+
     return GridworldResult(
         spearman=spearman,
         policy_success_far=success(act, far),
         critic_greedy_success_far=success(critic_greedy, far),
         policy_success_near=success(act, near),
         critic_greedy_success_near=success(critic_greedy, near),
-        random_walk_success_far=random_walk_success(maze, rng, starts, goals, far_budget, repeats=20),
-        num_far_pairs=len(starts),
+        random_walk_success_far=random_walk_success(maze, rng, *np.nonzero(far), budget(far), repeats=20),
+        num_far_pairs=int(far.sum()),
         train_seconds=train_seconds,
     )
 
