@@ -10,6 +10,9 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
+# Written once a run's updates are done and its last checkpoint is on disk; the evaluations still
+# queued run on the CPUs after it, so a scheduler may hand the run's GPU to the next run.
+TRAINED_FILE = "trained.json"
 
 
 def truncate_after(path: Path, step: int) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
 import logging
 import shutil
 import sys
@@ -32,12 +33,18 @@ from mqe_model.data.augment import AUGMENTATIONS, DEFAULT_PROB, augment_batch
 from mqe_model.data.dataset import DatasetError
 from mqe_model.data.prepare import PreparedData, prepare
 from mqe_model.evaluation import EvaluationUnavailable, make_env
-from mqe_model.metrics import METRICS_FILE, MetricsWriter, read_evaluations, truncate_after
+from mqe_model.metrics import (
+    METRICS_FILE,
+    TRAINED_FILE,
+    MetricsWriter,
+    read_evaluations,
+    truncate_after,
+)
 from mqe_model.parallel import DataParallel, maybe_initialize_distributed
 
 logger = logging.getLogger(__name__)
 
-RUN_FILES = ("checkpoints", METRICS_FILE, "tensorboard")  # what --overwrite removes, nothing else
+RUN_FILES = ("checkpoints", METRICS_FILE, TRAINED_FILE, "tensorboard")  # what --overwrite removes, nothing else
 
 
 class RunError(ValueError):
@@ -332,6 +339,8 @@ def train(cfg: TrainConfig, setup: RunSetup) -> Any:
                 for step, result in evaluator.poll():
                     writer.write(step, result)
         manager.wait_until_finished()
+        if primary:
+            (cfg.workdir / TRAINED_FILE).write_text(json.dumps({"step": max(start, cfg.steps)}) + "\n")
         if evaluator is not None:
             for step, result in evaluator.finish():
                 writer.write(step, result)

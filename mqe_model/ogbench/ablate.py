@@ -8,8 +8,9 @@ Each variant `NAME=OVERRIDES` (agent overrides as `--set` takes them, space-sepa
 `--set`'s; empty for the agent's defaults) is one `mqe-ogbench-repro` row under `<runs-dir>/NAME`,
 trained, evaluated, scored and resumed exactly as that command does. The runs of all variants (per
 variant all seeds in one vmapped run with `--vmap-seeds`, else a run per seed) go to the `--gpus` as
-they free up (`--runs-per-gpu N`: N runs at once on each), in the order the variants are given; without
-`--gpus` one after another. The first
+they free up (`--runs-per-gpu N`: N runs at once on each; a GPU frees up when its run's updates end,
+its last evaluations going on on the CPUs: `--no-handoff` waits for them), in the order the variants
+are given; without `--gpus` one after another. The first
 variant is the baseline: the table gives every other variant's difference from it, with the
 standard error sqrt(se_a^2 + se_b^2), its per-task success over the scored evaluations, and its
 updates per second. The table, `<runs-dir>/<dataset>-<agent>-ablation.{json,md}`, is rewritten each
@@ -27,6 +28,7 @@ import math
 import re
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -181,9 +183,9 @@ def ablate(cfg: AblateConfig) -> dict[str, str]:
     failures: dict[str, str] = {}
     lock = threading.Lock()
 
-    def job(name: str, seeds: list[int], gpu: str | None) -> None:
+    def job(name: str, seeds: list[int], gpu: str | None, release_gpu: Callable[[], None]) -> None:
         try:
-            result = reproduce.train_run(configs[name], dataset, data, seeds, gpu)
+            result = reproduce.train_run(configs[name], dataset, data, seeds, gpu, release_gpu)
         except ReproduceError as e:
             result = e
         with lock:

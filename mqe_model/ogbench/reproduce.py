@@ -17,8 +17,10 @@ unfinished runs (`mqe-train --resume`). With `--gpus`, the runs go at once, each
 listed GPUs (`CUDA_VISIBLE_DEVICES`), each writing its output to `<run directory>.log`; with
 `--vmap-seeds` too, the consecutive seeds are split into one vmapped run per GPU. `--runs-per-gpu N`
 lets N runs share each GPU (each with 1/N of its memory); processes on one GPU take turns, so for
-state-based MQE this is slower in total than one run per GPU (docs/benchmarks.md). Bad input: one
-line, exit 2.
+state-based MQE this is slower in total than one run per GPU (docs/benchmarks.md). When there are
+more runs than GPUs, a GPU takes its next run as soon as a run's updates end (`trained.json` in its
+run directory), while that run's last evaluations go on on the CPUs (`--no-handoff`: after them).
+Bad input: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -43,11 +46,12 @@ import numpy as np
 import tyro
 
 from mqe_model.cli_logging import setup_logging
-from mqe_model.metrics import read_evaluations
+from mqe_model.metrics import TRAINED_FILE, read_evaluations
 from mqe_model.ogbench import generate
 
 logger = logging.getLogger(__name__)
 
+HANDOFF_POLL_S = 2.0  # seconds between looks for a run's TRAINED_FILE
 SCORED_EVALUATIONS = 3  # OGBench protocol: the score is the mean over the last 3 evaluations
 # Paper (MQE), appendix table "BC coefficient alpha for each environment"; first match wins, so the
 # `*-noisy` rule comes before the visual one (visual noisy datasets use 0.1).
@@ -129,6 +133,7 @@ class ReproduceConfig:
     vmap_seeds: bool = False  # train the seeds in one run with jax.vmap (mqe-train --num-seeds); consecutive seeds
     gpus: tuple[str, ...] = ()  # GPU ids (CUDA_VISIBLE_DEVICES) to run the seeds' runs on at once, one run per GPU; () runs them one after another
     runs_per_gpu: int = 1  # runs sharing each of --gpus at once, each with 1/N of its memory (slower in total than one run per GPU for state-based MQE)
+    handoff: bool = True  # with --gpus: a GPU's next run starts once a run's updates end, its last evaluations going on on the CPUs (runs then take GPU memory as needed, not 75% up front)
     steps: int = 1_000_000  # updates per run (the paper: 1M state-based)
     preset: str = "ogbench_state"  # agent preset of mqe-train
     set: tuple[str, ...] = ()  # further agent overrides, key=value, applied after the paper's alpha
@@ -298,20 +303,36 @@ def seed_groups(seeds: list[int], vmap_seeds: bool, num_gpus: int) -> list[list[
     return [[int(seed) for seed in block] for block in np.array_split(seeds, min(max(num_gpus, 1), len(seeds)))]
 
 
-def gpu_env(gpu: str, runs_per_gpu: int) -> dict[str, str]:
+def gpu_env(gpu: str, runs_per_gpu: int, handoff: bool = False) -> dict[str, str]:
     """Environment of a run on `gpu`: that GPU alone and, when runs share it, an even part of its memory
-    (JAX otherwise takes 75% of it up front, and a second run on the GPU fails to start)."""
+    (JAX otherwise takes 75% of it up front, and a second run on the GPU fails to start). With `handoff`
+    the next run starts beside one that is still evaluating, so memory is taken as needed instead."""
     env = {"CUDA_VISIBLE_DEVICES": gpu}
     if runs_per_gpu > 1:
         env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{0.9 / runs_per_gpu:.3f}"
+    if handoff:
+        env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
     return env
 
 
+def wait_for_run(process: subprocess.Popen, trained_file: Path, on_trained: Callable[[], None] | None) -> int:
+    """The run's exit code; `on_trained` is called once, as soon as the run writes `trained_file` (its
+    updates are done, evaluations may still be running), or at its exit if it never does."""
+    while True:
+        try:
+            return process.wait(timeout=HANDOFF_POLL_S)
+        except subprocess.TimeoutExpired:
+            if on_trained is not None and trained_file.is_file():
+                on_trained()
+                on_trained = None
+
+
 def train_run(cfg: ReproduceConfig, dataset: str, data: Path, seeds: list[int],
-              gpu: str | None = None) -> list[dict[str, Any]]:
+              gpu: str | None = None, on_trained: Callable[[], None] | None = None) -> list[dict[str, Any]]:
     """Train and evaluate `seeds` (one seed, or consecutive seeds vmapped) in one mqe-train subprocess;
     each seed's score and evaluation history. With `gpu`, the run sees that GPU alone and its output
-    goes to `<run directory>.log` (runs on other GPUs print at the same time)."""
+    goes to `<run directory>.log` (runs on other GPUs print at the same time); with `--handoff`,
+    `on_trained` is called as soon as the run's updates are done (see `wait_for_run`)."""
     name = run_name(seeds)
     workdir = cfg.runs_dir / dataset / cfg.agent / name
     command = train_command(cfg, dataset, data, seeds[0], workdir, len(seeds))
@@ -325,9 +346,17 @@ def train_run(cfg: ReproduceConfig, dataset: str, data: Path, seeds: list[int],
         result = subprocess.run(command, env=env, check=False)
     else:
         log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "a") as output:
-            result = subprocess.run(command, env={**env, **gpu_env(gpu, cfg.runs_per_gpu)}, stdout=output,
-                                    stderr=subprocess.STDOUT, check=False)
+        trained_file = workdir / TRAINED_FILE
+        trained_file.unlink(missing_ok=True)  # an earlier invocation's; this one writes its own
+        with open(log, "a") as output, subprocess.Popen(
+                command, env={**env, **gpu_env(gpu, cfg.runs_per_gpu, cfg.handoff)}, stdout=output,
+                stderr=subprocess.STDOUT) as process:
+            try:
+                returncode = wait_for_run(process, trained_file, on_trained if cfg.handoff else None)
+            except BaseException:  # as subprocess.run does: the run does not outlive this process
+                process.kill()
+                raise
+        result = subprocess.CompletedProcess(command, returncode)
     seconds = time.perf_counter() - start
     if result.returncode != 0:
         where = "its output above" if log is None else str(log)
@@ -401,22 +430,30 @@ MARKDOWN_HEADER = ("| dataset | agent | ours (success %, mean ± s.e.) | paper |
                    "| --- | --- | --- | --- | --- | --- | --- | --- |")
 
 
-def on_free_gpus(gpus: tuple[str, ...], tasks: list[Callable[[str | None], Any]]) -> list[Future]:
+def on_free_gpus(gpus: tuple[str, ...], tasks: list[Callable[[str | None, Callable[[], None]], Any]]) -> list[Future]:
     """Call each task with a GPU of `gpus` as soon as one is free, one task per entry at a time (a GPU
-    listed twice takes two at once; without GPUs, with None, one after another); returns the tasks'
-    futures, in order, once all have ended."""
+    listed twice takes two at once; without GPUs, with None, one after another), and a `release`
+    function: the task's GPU is free for the next task once the task calls it or ends. Returns the
+    tasks' futures, in order, once all have ended."""
     free_gpus: queue.SimpleQueue[str | None] = queue.SimpleQueue()
     for gpu in gpus or (None,):
         free_gpus.put(gpu)
 
-    def on_free_gpu(task: Callable[[str | None], Any]) -> Any:
-        gpu = free_gpus.get()
-        try:
-            return task(gpu)
-        finally:
-            free_gpus.put(gpu)
+    def on_free_gpu(task: Callable[[str | None, Callable[[], None]], Any]) -> Any:
+        gpu, released = free_gpus.get(), threading.Event()
 
-    with ThreadPoolExecutor(max_workers=max(1, len(gpus))) as pool:
+        def release() -> None:
+            if not released.is_set():
+                released.set()
+                free_gpus.put(gpu)
+
+        try:
+            return task(gpu, release)
+        finally:
+            release()
+
+    # A thread per task: one that released its GPU may still be waiting for its run's evaluations.
+    with ThreadPoolExecutor(max_workers=max(1, len(tasks))) as pool:
         return [pool.submit(on_free_gpu, task) for task in tasks]
 
 

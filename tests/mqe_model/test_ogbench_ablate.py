@@ -65,7 +65,7 @@ def test_a_failing_variant_leaves_the_others_and_the_table(tmp_path, monkeypatch
     lock, busy, peak = threading.Lock(), set(), [0]
     scores = {"base": 0.25, "bad": 0.0, "better": 0.5}
 
-    def fake_train_run(cfg, dataset, data, seeds, gpu=None):
+    def fake_train_run(cfg, dataset, data, seeds, gpu=None, on_trained=None):
         with lock:
             assert gpu not in busy, "two runs on one GPU"
             busy.add(gpu)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -142,7 +143,7 @@ def test_gpus_run_groups_at_once_one_per_gpu(monkeypatch):
 
     lock, busy, peak, seen = threading.Lock(), set(), [0], []
 
-    def fake_train_run(cfg, dataset, data, seeds, gpu=None):
+    def fake_train_run(cfg, dataset, data, seeds, gpu=None, on_trained=None):
         with lock:
             assert gpu not in busy, "two runs on one GPU"
             busy.add(gpu)
@@ -171,7 +172,7 @@ def test_runs_per_gpu_share_each_gpu_up_to_n_at_once(monkeypatch):
 
     lock, busy, peak = threading.Lock(), {}, {}
 
-    def fake_train_run(cfg, dataset, data, seeds, gpu=None):
+    def fake_train_run(cfg, dataset, data, seeds, gpu=None, on_trained=None):
         with lock:
             busy[gpu] = busy.get(gpu, 0) + 1
             peak[gpu] = max(peak.get(gpu, 0), busy[gpu])
@@ -192,6 +193,71 @@ def test_runs_per_gpu_share_each_gpu_up_to_n_at_once(monkeypatch):
 def test_runs_sharing_a_gpu_split_its_memory():
     assert reproduce.gpu_env("1", 1) == {"CUDA_VISIBLE_DEVICES": "1"}
     assert reproduce.gpu_env("1", 4) == {"CUDA_VISIBLE_DEVICES": "1", "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.225"}
+    assert reproduce.gpu_env("1", 1, handoff=True) == {"CUDA_VISIBLE_DEVICES": "1",
+                                                       "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+
+
+def test_a_released_gpu_takes_the_next_task_while_the_first_still_runs():
+    import threading
+
+    second_started, log = threading.Event(), []
+
+    def first(gpu, release):
+        log.append(("first", gpu))
+        release()
+        release()  # a second call must not free the GPU twice
+        assert second_started.wait(10), "the released GPU was not given to the next task"
+        return "first"
+
+    def second(gpu, release):
+        log.append(("second", gpu))
+        second_started.set()
+        return "second"
+
+    def third(gpu, release):
+        assert second_started.is_set()
+        log.append(("third", gpu))
+        return "third"
+
+    futures = reproduce.on_free_gpus(("7",), [first, second, third])
+    assert [f.result() for f in futures] == ["first", "second", "third"]
+    assert log == [("first", "7"), ("second", "7"), ("third", "7")]
+
+
+HANDOFF_RUN = """
+import json, pathlib, sys, time
+workdir = pathlib.Path(sys.argv[sys.argv.index("--workdir") + 1]); steps = int(sys.argv[sys.argv.index("--steps") + 1])
+workdir.mkdir(parents=True, exist_ok=True)
+handed_off = workdir.parent / "handed-off"
+if {handoff}:
+    (workdir / "trained.json").write_text(json.dumps({{"step": steps}}))
+    deadline = time.time() + 20  # the run 'evaluates' until the scheduler has taken the GPU back
+    while not handed_off.exists():
+        if time.time() > deadline:
+            sys.exit(3)
+        time.sleep(0.05)
+(workdir / "metrics.jsonl").write_text(json.dumps({{"step": steps, "eval/success": 0.5}}) + "\\n")
+"""
+
+
+@pytest.mark.parametrize("handoff", [True, False])
+def test_a_run_hands_its_gpu_on_when_its_updates_end(tmp_path, monkeypatch, handoff):
+    monkeypatch.setattr(reproduce, "HANDOFF_POLL_S", 0.05)
+    monkeypatch.setattr(reproduce, "train_command", lambda cfg, dataset, data, seed, workdir, n=1: [
+        sys.executable, "-c", HANDOFF_RUN.format(handoff=handoff), "--workdir", str(workdir), "--steps", str(cfg.steps)])
+    cfg = reproduce.ReproduceConfig("scene-play", steps=10, runs_dir=tmp_path, gpus=("0",), handoff=handoff)
+    workdir = tmp_path / "scene-play-v0" / "mqe" / "seed0"
+    workdir.mkdir(parents=True)
+    (workdir / "trained.json").write_text("{}")  # an earlier invocation's, not this run's
+    calls = []
+
+    def on_trained():
+        calls.append(workdir.joinpath("metrics.jsonl").exists())
+        (workdir.parent / "handed-off").touch()
+
+    runs = reproduce.train_run(cfg, "scene-play-v0", Path("d.npz"), [0], "0", on_trained)
+    assert [run["score"] for run in runs] == [0.5]
+    assert calls == ([False] if handoff else [])  # called once, before the run had finished
 
 
 @pytest.mark.parametrize("args", [["--runs-per-gpu", "2"], ["--gpus", "0", "--runs-per-gpu", "0"]])
@@ -221,6 +287,7 @@ def test_runs_on_gpus_write_one_row_and_a_log_each(tmp_path):
     assert "runs on 2 GPUs at once" in out.with_suffix(".md").read_text()
     for seed in (0, 1):  # each run's output went to its own log, not to the terminal
         assert "step" in (out / f"seed{seed}.log").read_text()
+        assert json.loads((out / f"seed{seed}" / "trained.json").read_text()) == {"step": 10}
 
 
 @pytest.mark.parametrize(("steps", "eval_every", "eval_start", "save_every", "keep"), [

@@ -35,6 +35,7 @@ def test_each_agent_trains_to_a_checkpoint(agent):
     workdir = tiny_run(agent)
     meta = checkpoints.read_metadata(checkpoints.resolve_step_dir(workdir))
     assert meta["agent"] == agent and meta["step"] == 30
+    assert json.loads((workdir / "trained.json").read_text()) == {"step": 30}
     lines = (workdir / "metrics.jsonl").read_text().splitlines()
     assert all(np.isfinite(v) for line in lines for k, v in json.loads(line).items() if k != "step")
 
