@@ -27,6 +27,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -81,16 +82,24 @@ def run_variant(module: str, target_args: str, flags: str, timeout_s: float) -> 
     """The target's figures under `flags` added to XLA_FLAGS, or why it produced none."""
     with tempfile.TemporaryDirectory(prefix="xla-flags-") as tmp:
         out = Path(tmp) / "figures.json"
-        env = {**os.environ, "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip()}
+        env = {**os.environ, "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip(),
+               "PYTHONUNBUFFERED": "1"}  # a target stopped by the timeout keeps what it printed
         try:
             proc = subprocess.run([sys.executable, "-m", module, *shlex.split(target_args), "--json", str(out)],
                                   env=env, capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return f"no figures: still running after {timeout_s:g} s"
+        except subprocess.TimeoutExpired as e:
+            return f"no figures: still running after {timeout_s:g} s{output_so_far(e.stdout)}"
         if proc.returncode != 0 or not out.is_file():
             lines = (proc.stderr or proc.stdout).strip().splitlines()
             return f"no figures (exit {proc.returncode}): {lines[-1] if lines else 'no output'}"
         return json.loads(out.read_text())
+
+
+def output_so_far(stdout: bytes | str | None, lines: int = 3) -> str:
+    """The last lines a target printed before it was stopped (figures it had already measured)."""
+    text = stdout.decode(errors="replace") if isinstance(stdout, bytes) else (stdout or "")
+    tail = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+    return f"; its last output: {' | '.join(tail)}" if tail else ""
 
 
 def format_results(results: list[tuple[str, str, dict[str, float] | str]]) -> str:
@@ -130,8 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for name, flags in variants:
         print(f"running {module} with {name!r} ...", flush=True)
+        start = time.perf_counter()
         results.append((name, flags, run_variant(module, args.target_args, flags, args.timeout_s)))
         print(format_partial(results[-1], results[0][2]), flush=True)  # a run cut short keeps these
+        print(f"  ({time.perf_counter() - start:.0f} s)", flush=True)
     if not isinstance(results[0][2], dict):
         print(f"xla_flags: error: the baseline {results[0][0]!r} gave {results[0][2]}", file=sys.stderr)
         return 1

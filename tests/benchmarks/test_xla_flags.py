@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -40,6 +41,16 @@ def test_train_throughput_under_settings_that_give_it_two_devices(capsys):
                    "bare update, 2 devices: x vs 1 device"):
         assert f"\n{figure}\n" in out
     assert xla_flags.DEFAULT_VARIANTS["train_throughput"][0] == "default="
+
+
+def test_a_target_past_its_time_reports_what_it_had_printed(tmp_path, monkeypatch):
+    (tmp_path / "slow_target.py").write_text(
+        "import time\nprint('bare update (1 device): 41.0 steps/s')\ntime.sleep(60)\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    result = xla_flags.run_variant("slow_target", "", "", timeout_s=3)
+    assert result == "no figures: still running after 3 s; its last output: bare update (1 device): 41.0 steps/s"
+    assert xla_flags.output_so_far(None) == xla_flags.output_so_far(b"\n") == ""
+    assert xla_flags.output_so_far("a\nb\n\nc\nd\n") == "; its last output: b | c | d"
 
 
 def test_bad_variants_exit_2(capsys):
