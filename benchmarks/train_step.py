@@ -115,18 +115,16 @@ def loss_difference(reference: mqe.MQEConfig, variant: mqe.MQEConfig, cfg: Bench
     return max(abs(float(infos[1][k] - infos[0][k])) / max(abs(float(infos[0][k])), 1e-8) for k in keys)
 
 
-def main(cfg: BenchConfig) -> None:
-    device = jax.devices()[0]
-    print(f"device: {device.device_kind} ({device.platform}), jax {jax.__version__}")
+BASELINE = "naive f32 (baseline)"
+
+
+def variant_configs(cfg: BenchConfig, platform: str) -> dict[str, mqe.MQEConfig]:
+    """The measured configurations by name, the baseline first: the plain step (naive pairwise MRN,
+    float32 matmuls, Adam per parameter array), the fused (and on a GPU the Pallas) pairwise MRN at each
+    precision, and each `--variants` override on the fused step; a bad override exits with its error."""
     base = mqe.get_config(cfg.preset)
-    print(
-        f"preset {cfg.preset}: batch {base.batch_size}, latent {base.latent_dim}, "
-        f"hidden {tuple(base.critic_hidden_dims)}, {cfg.scan} updates per dispatch"
-    )
-    # The plain step: naive pairwise MRN, float32 matmuls, Adam per parameter array.
-    naive = dataclasses.replace(base, pairwise="naive", matmul_precision="float32", flat_optimizer=False)
-    variants = {"naive f32 (baseline)": naive}
-    kinds = ("fused", "pallas") if (cfg.pallas if cfg.pallas is not None else device.platform == "gpu") else ("fused",)
+    variants = {BASELINE: dataclasses.replace(base, pairwise="naive", matmul_precision="float32", flat_optimizer=False)}
+    kinds = ("fused", "pallas") if (cfg.pallas if cfg.pallas is not None else platform == "gpu") else ("fused",)
     for kind in kinds:
         for precision in cfg.precisions:
             variants[f"{kind} {precision}"] = dataclasses.replace(base, pairwise=kind, matmul_precision=precision)
@@ -137,6 +135,19 @@ def main(cfg: BenchConfig) -> None:
                                                                                tuple(override.split()))
             except (ValueError, TypeError) as e:
                 raise SystemExit(f"--variants {override}: {e}") from None
+    return variants
+
+
+def main(cfg: BenchConfig) -> None:
+    device = jax.devices()[0]
+    print(f"device: {device.device_kind} ({device.platform}), jax {jax.__version__}")
+    base = mqe.get_config(cfg.preset)
+    print(
+        f"preset {cfg.preset}: batch {base.batch_size}, latent {base.latent_dim}, "
+        f"hidden {tuple(base.critic_hidden_dims)}, {cfg.scan} updates per dispatch"
+    )
+    variants = variant_configs(cfg, device.platform)
+    naive = variants[BASELINE]
     print(f"{'variant':<24}{'1 seed steps/s':>16}{'ratio':>8}{f'{cfg.seeds} seeds seed-steps/s':>26}{'ratio':>8}"
           f"{'max rel. loss diff':>20}{'queued: 1 seed':>16}{f'{cfg.seeds} seeds':>10}")
     baseline, report = None, {}
