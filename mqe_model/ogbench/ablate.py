@@ -38,7 +38,7 @@ import tyro
 from mqe_model.agents import registry
 from mqe_model.cli_logging import setup_logging
 from mqe_model.metrics import read_evaluations
-from mqe_model.ogbench import generate, reproduce
+from mqe_model.ogbench import generate, gpus, reproduce
 from mqe_model.ogbench.reproduce import ReproduceError
 
 logger = logging.getLogger(__name__)
@@ -203,7 +203,7 @@ def ablate(cfg: AblateConfig) -> dict[str, str]:
         logger.info("comparison so far in %s", table)
 
     jobs = [functools.partial(job, v.name, seeds) for v in variants for seeds in groups]
-    for future in reproduce.on_free_gpus(cfg.gpu_slots, jobs):
+    for future in gpus.on_free_gpus(cfg.gpu_slots, jobs):
         future.result()  # a job reports its variant's failure itself; anything else is a bug, raised here
     return failures
 

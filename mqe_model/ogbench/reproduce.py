@@ -30,15 +30,12 @@ import functools
 import json
 import logging
 import os
-import queue
 import re
 import shlex
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -48,10 +45,10 @@ import tyro
 from mqe_model.cli_logging import setup_logging
 from mqe_model.metrics import TRAINED_FILE, read_evaluations
 from mqe_model.ogbench import generate
+from mqe_model.ogbench.gpus import gpu_env, on_free_gpus, wait_for_run
 
 logger = logging.getLogger(__name__)
 
-HANDOFF_POLL_S = 2.0  # seconds between looks for a run's TRAINED_FILE
 SCORED_EVALUATIONS = 3  # OGBench protocol: the score is the mean over the last 3 evaluations
 # Paper (MQE), appendix table "BC coefficient alpha for each environment"; first match wins, so the
 # `*-noisy` rule comes before the visual one (visual noisy datasets use 0.1).
@@ -303,30 +300,6 @@ def seed_groups(seeds: list[int], vmap_seeds: bool, num_gpus: int) -> list[list[
     return [[int(seed) for seed in block] for block in np.array_split(seeds, min(max(num_gpus, 1), len(seeds)))]
 
 
-def gpu_env(gpu: str, runs_per_gpu: int, handoff: bool = False) -> dict[str, str]:
-    """Environment of a run on `gpu`: that GPU alone and, when runs share it, an even part of its memory
-    (JAX otherwise takes 75% of it up front, and a second run on the GPU fails to start). With `handoff`
-    the next run starts beside one that is still evaluating, so memory is taken as needed instead."""
-    env = {"CUDA_VISIBLE_DEVICES": gpu}
-    if runs_per_gpu > 1:
-        env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{0.9 / runs_per_gpu:.3f}"
-    if handoff:
-        env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-    return env
-
-
-def wait_for_run(process: subprocess.Popen, trained_file: Path, on_trained: Callable[[], None] | None) -> int:
-    """The run's exit code; `on_trained` is called once, as soon as the run writes `trained_file` (its
-    updates are done, evaluations may still be running), or at its exit if it never does."""
-    while True:
-        try:
-            return process.wait(timeout=HANDOFF_POLL_S)
-        except subprocess.TimeoutExpired:
-            if on_trained is not None and trained_file.is_file():
-                on_trained()
-                on_trained = None
-
-
 def train_run(cfg: ReproduceConfig, dataset: str, data: Path, seeds: list[int],
               gpu: str | None = None, on_trained: Callable[[], None] | None = None) -> list[dict[str, Any]]:
     """Train and evaluate `seeds` (one seed, or consecutive seeds vmapped) in one mqe-train subprocess;
@@ -428,33 +401,6 @@ def markdown_row(row: dict[str, Any]) -> str:
 MARKDOWN_HEADER = ("| dataset | agent | ours (success %, mean ± s.e.) | paper | seeds | steps | MuJoCo "
                    "| time per run |\n"
                    "| --- | --- | --- | --- | --- | --- | --- | --- |")
-
-
-def on_free_gpus(gpus: tuple[str, ...], tasks: list[Callable[[str | None, Callable[[], None]], Any]]) -> list[Future]:
-    """Call each task with a GPU of `gpus` as soon as one is free, one task per entry at a time (a GPU
-    listed twice takes two at once; without GPUs, with None, one after another), and a `release`
-    function: the task's GPU is free for the next task once the task calls it or ends. Returns the
-    tasks' futures, in order, once all have ended."""
-    free_gpus: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-    for gpu in gpus or (None,):
-        free_gpus.put(gpu)
-
-    def on_free_gpu(task: Callable[[str | None, Callable[[], None]], Any]) -> Any:
-        gpu, released = free_gpus.get(), threading.Event()
-
-        def release() -> None:
-            if not released.is_set():
-                released.set()
-                free_gpus.put(gpu)
-
-        try:
-            return task(gpu, release)
-        finally:
-            release()
-
-    # A thread per task: one that released its GPU may still be waiting for its run's evaluations.
-    with ThreadPoolExecutor(max_workers=max(1, len(tasks))) as pool:
-        return [pool.submit(on_free_gpu, task) for task in tasks]
 
 
 def train_groups(cfg: ReproduceConfig, dataset: str, data: Path,

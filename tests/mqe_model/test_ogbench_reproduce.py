@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mqe_model.agents import registry
-from mqe_model.ogbench import reproduce
+from mqe_model.ogbench import gpus, reproduce
 
 pytest.importorskip("ogbench", reason="the reproduction needs `pip install ogbench` (and MuJoCo)")
 
@@ -190,40 +190,6 @@ def test_runs_per_gpu_share_each_gpu_up_to_n_at_once(monkeypatch):
     assert peak == {"0": 3, "3": 3}
 
 
-def test_runs_sharing_a_gpu_split_its_memory():
-    assert reproduce.gpu_env("1", 1) == {"CUDA_VISIBLE_DEVICES": "1"}
-    assert reproduce.gpu_env("1", 4) == {"CUDA_VISIBLE_DEVICES": "1", "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.225"}
-    assert reproduce.gpu_env("1", 1, handoff=True) == {"CUDA_VISIBLE_DEVICES": "1",
-                                                       "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
-
-
-def test_a_released_gpu_takes_the_next_task_while_the_first_still_runs():
-    import threading
-
-    second_started, log = threading.Event(), []
-
-    def first(gpu, release):
-        log.append(("first", gpu))
-        release()
-        release()  # a second call must not free the GPU twice
-        assert second_started.wait(10), "the released GPU was not given to the next task"
-        return "first"
-
-    def second(gpu, release):
-        log.append(("second", gpu))
-        second_started.set()
-        return "second"
-
-    def third(gpu, release):
-        assert second_started.is_set()
-        log.append(("third", gpu))
-        return "third"
-
-    futures = reproduce.on_free_gpus(("7",), [first, second, third])
-    assert [f.result() for f in futures] == ["first", "second", "third"]
-    assert log == [("first", "7"), ("second", "7"), ("third", "7")]
-
-
 HANDOFF_RUN = """
 import json, pathlib, sys, time
 workdir = pathlib.Path(sys.argv[sys.argv.index("--workdir") + 1]); steps = int(sys.argv[sys.argv.index("--steps") + 1])
@@ -242,7 +208,7 @@ if {handoff}:
 
 @pytest.mark.parametrize("handoff", [True, False])
 def test_a_run_hands_its_gpu_on_when_its_updates_end(tmp_path, monkeypatch, handoff):
-    monkeypatch.setattr(reproduce, "HANDOFF_POLL_S", 0.05)
+    monkeypatch.setattr(gpus, "HANDOFF_POLL_S", 0.05)
     monkeypatch.setattr(reproduce, "train_command", lambda cfg, dataset, data, seed, workdir, n=1: [
         sys.executable, "-c", HANDOFF_RUN.format(handoff=handoff), "--workdir", str(workdir), "--steps", str(cfg.steps)])
     cfg = reproduce.ReproduceConfig("scene-play", steps=10, runs_dir=tmp_path, gpus=("0",), handoff=handoff)
