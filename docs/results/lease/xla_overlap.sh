@@ -5,6 +5,8 @@
 # up to 420 s each: 180 s was not enough for one on 2 x H100, fifteenth session). The first call starts
 # it in its own process session; every call waits up to SECONDS (default 560) for it to end and copies
 # its output so far to $OUT/xla_overlap.txt, so repeat the call until it says "finished".
+# On a machine of its own, the first call sets it up (carry .whl and tyro's wheels, README).
+[ -d /tmp/repo ] || bash docs/results/lease/setup.sh
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 LOG=/tmp/sweep/logs/xla_overlap.txt; mkdir -p /tmp/sweep/logs
 running() { pgrep -f "[b]enchmarks.xla_flags" > /dev/null; }
