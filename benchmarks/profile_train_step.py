@@ -1,6 +1,7 @@
 """Where the time of one MQE update goes: GPU kernels grouped by name, from a JAX profiler trace.
 
     python benchmarks/profile_train_step.py --preset ogbench_state --seeds 1
+    python benchmarks/profile_train_step.py --seeds 2 --set actor_goal_pairs=distances
 
 Prints the kernels that take the most device time per update, their share, and the number of
 kernel launches per update, so that an optimisation can be aimed at what dominates.
@@ -16,7 +17,7 @@ import tyro
 
 from benchmarks.kernels import kernel_profile
 from benchmarks.train_step import BenchConfig, random_batches
-from mqe_model.agents import mqe
+from mqe_model.agents import mqe, registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,13 +30,21 @@ class ProfileConfig:
     pairwise: str = "fused"  # all-pairs MRN variant
     scan: int = 10  # updates per dispatch
     top: int = 25  # kernels to list
+    set: tuple[str, ...] = ()  # further agent overrides, key=value, e.g. actor_goal_pairs=distances
+
+    def agent_config(self) -> mqe.MQEConfig:
+        """The profiled configuration; a bad override exits with its error."""
+        config = dataclasses.replace(mqe.get_config(self.preset), pairwise=self.pairwise,
+                                     matmul_precision=self.matmul_precision)
+        try:
+            return registry.apply_overrides(config, self.set)
+        except (ValueError, TypeError) as e:
+            raise SystemExit(f"--set: {e}") from None
 
 
 def main(cfg: ProfileConfig) -> None:
     bench = BenchConfig(scan=cfg.scan)
-    config = dataclasses.replace(
-        mqe.get_config(cfg.preset), pairwise=cfg.pairwise, matmul_precision=cfg.matmul_precision
-    )
+    config = cfg.agent_config()
     rng = np.random.default_rng(0)
     example = random_batches(rng, (), bench, 2)
     if cfg.seeds == 1:
