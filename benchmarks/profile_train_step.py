@@ -16,8 +16,8 @@ import numpy as np
 import tyro
 
 from benchmarks.kernels import kernel_profile
-from benchmarks.train_step import BenchConfig, random_batches
-from mqe_model.agents import mqe, registry
+from benchmarks.train_step import BenchConfig, overridden, random_batches
+from mqe_model.agents import mqe
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,10 +36,7 @@ class ProfileConfig:
         """The profiled configuration; a bad override exits with its error."""
         config = dataclasses.replace(mqe.get_config(self.preset), pairwise=self.pairwise,
                                      matmul_precision=self.matmul_precision)
-        try:
-            return registry.apply_overrides(config, self.set)
-        except (ValueError, TypeError) as e:
-            raise SystemExit(f"--set: {e}") from None
+        return overridden(config, self.set, "--set")
 
 
 def main(cfg: ProfileConfig) -> None:

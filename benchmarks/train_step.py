@@ -130,12 +130,17 @@ def variant_configs(cfg: BenchConfig, platform: str) -> dict[str, mqe.MQEConfig]
             variants[f"{kind} {precision}"] = dataclasses.replace(base, pairwise=kind, matmul_precision=precision)
     for override in cfg.variants:
         for precision in cfg.precisions:
-            try:
-                variants[f"{override} {precision}"] = registry.apply_overrides(variants[f"fused {precision}"],
-                                                                               tuple(override.split()))
-            except (ValueError, TypeError) as e:
-                raise SystemExit(f"--variants {override}: {e}") from None
+            variants[f"{override} {precision}"] = overridden(variants[f"fused {precision}"], tuple(override.split()),
+                                                             f"--variants {override}")
     return variants
+
+
+def overridden(config: mqe.MQEConfig, overrides: tuple[str, ...], flag: str) -> mqe.MQEConfig:
+    """`config` with key=value `overrides`; a bad one exits with its error, prefixed by `flag`."""
+    try:
+        return registry.apply_overrides(config, overrides)
+    except (ValueError, TypeError) as e:
+        raise SystemExit(f"{flag}: {e}") from None
 
 
 def main(cfg: BenchConfig) -> None:

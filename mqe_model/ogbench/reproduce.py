@@ -316,7 +316,7 @@ def train_run(cfg: ReproduceConfig, dataset: str, data: Path, seeds: list[int],
     log = None if gpu is None else workdir.with_name(name + ".log")
     start = time.perf_counter()
     if log is None:
-        result = subprocess.run(command, env=env, check=False)
+        returncode = subprocess.run(command, env=env, check=False).returncode
     else:
         log.parent.mkdir(parents=True, exist_ok=True)
         trained_file = workdir / TRAINED_FILE
@@ -329,11 +329,10 @@ def train_run(cfg: ReproduceConfig, dataset: str, data: Path, seeds: list[int],
             except BaseException:  # as subprocess.run does: the run does not outlive this process
                 process.kill()
                 raise
-        result = subprocess.CompletedProcess(command, returncode)
     seconds = time.perf_counter() - start
-    if result.returncode != 0:
+    if returncode != 0:
         where = "its output above" if log is None else str(log)
-        raise ReproduceError(f"{name}: mqe-train exited with {result.returncode}; {where} says why "
+        raise ReproduceError(f"{name}: mqe-train exited with {returncode}; {where} says why "
                              f"(re-run this command to resume: {shlex.join(command)})")
     runs = []
     for index, seed in enumerate(seeds):
