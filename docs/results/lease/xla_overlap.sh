@@ -7,7 +7,8 @@
 # until it says "finished".
 # GPUS=2,3 in the environment (a 4-GPU machine) runs it on those GPUs beside an ablation on GPUs 0 and 1;
 # without GPUS it takes every GPU and refuses to start while runs are going (one process per GPU).
-# BENCH="COMMANDS" runs those first, alone on the first GPU of GPUS (at most 300 s, logs/bench.txt).
+# BENCH="COMMANDS" runs those first, alone on the first GPU of GPUS or on GPU 0 (at most 300 s,
+# logs/bench.txt).
 # On a machine of its own, the first call sets it up (carry .whl and tyro's wheels, README).
 [ -d /tmp/repo ] || bash docs/results/lease/setup.sh
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
@@ -20,9 +21,10 @@ if ! running && [ ! -f $LOG ]; then
   else
     export CUDA_VISIBLE_DEVICES=$GPUS
   fi
-  nvidia-smi --query-gpu=index,name --format=csv,noheader > $LOG
+  nvidia-smi --query-gpu=index,name --format=csv,noheader ${GPUS:+-i $GPUS} > $LOG
+  export BENCH_GPU=${GPUS:-0}; export BENCH_GPU=${BENCH_GPU%%,*}
   setsid nohup bash -c '# xla_overlap.chain
-    [ -n "$BENCH" ] && CUDA_VISIBLE_DEVICES=${GPUS%%,*} timeout 300 bash -c "$BENCH" > /tmp/sweep/logs/bench.txt 2>&1
+    [ -n "$BENCH" ] && CUDA_VISIBLE_DEVICES=$BENCH_GPU timeout 300 bash -c "$BENCH" > /tmp/sweep/logs/bench.txt 2>&1
     python3 -m benchmarks.xla_flags --target train_throughput --timeout-s 420 \
       --target-args="--preset bridge --devices 1 2 --bare-only"' >> $LOG 2>&1 < /dev/null &
   sleep 2
