@@ -1,7 +1,9 @@
 #!/bin/bash
-# poll.sh SECONDS: call 3 and later (no carry needed). Waits up to SECONDS or until no run is left,
-# reports every run, and packs logs, metrics and tables (no
-# checkpoints, no data) into $OUT.
+# poll.sh SECONDS [PARAMS_STEP]: call 3 and later (no carry needed). Waits up to SECONDS or until no run
+# is left, reports every run, and packs logs, metrics and tables (no checkpoints, no data) into $OUT.
+# With PARAMS_STEP (e.g. 1000000, for the lease's last call when evaluations may not finish) also each
+# run's params and metadata of that checkpoint, in 15 MiB parts (`cat params-*.tgz.* | tar xzf -`), so
+# `mqe-ogbench-eval` can score it elsewhere under the data's MuJoCo.
 W=/tmp/sweep; end=$(( $(date +%s) + $1 ))
 while [ $(date +%s) -lt $end ] && pgrep -f "mqe_model.(ogbench|train)" > /dev/null; do sleep 5; done
 date +%T; uptime; nvidia-smi --query-gpu=utilization.gpu,memory.used,clocks.sm --format=csv,noheader
@@ -21,3 +23,11 @@ done
 cat $W/runs/*-ablation.md 2>/dev/null
 for f in $W/runs/*/*/*/*.log; do [ -f $f ] && grep -iE "error|traceback" $f | tail -3; done
 tar czf $OUT/sweep.tgz -C $W --exclude=checkpoints --exclude=data --exclude=jax-cache .
+if [ -n "$2" ]; then
+  for c in $W/runs/*/*/seed*/checkpoints/$2 $W/runs/*/*/*/seed*/checkpoints/$2; do
+    [ -d $c ] || continue
+    n=$(echo ${c%/checkpoints/*} | sed "s|$W/runs/||; s|/|-|g")
+    tar czf - -C ${c%/checkpoints/*} checkpoints/$2/params checkpoints/$2/metadata | split -b 15M - $OUT/params-$n-$2.tgz.
+  done
+  ls -la $OUT
+fi
