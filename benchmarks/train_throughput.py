@@ -1,6 +1,11 @@
 """Steps/s of the full `mqe-train` loop (data sampling, prefetch, augmentation included) against the
 bare jitted update on device-resident batches, and the data-parallel scaling over devices.
 
+For each device count N > 1 it also times the bare update on one device at the batch one of N devices
+gets (batch / N): N devices cannot beat that rate, communication or not, so its ratio to the full
+batch's rate is the ceiling of N-device scaling for this preset, and the measured scaling over that
+ceiling is what communication and synchronisation cost.
+
     python benchmarks/train_throughput.py --preset tiny                       # CPU smoke run
     python benchmarks/train_throughput.py --preset ogbench_state              # one GPU
     python benchmarks/train_throughput.py --preset bridge --devices 1 2       # ResNet-34 x2, 128px, 2 GPUs
@@ -77,11 +82,16 @@ def loop_rate(cfg: BenchConfig, data: Path, workdir: Path, devices: int) -> floa
     return float(np.median([x["perf/steps_per_s"] for x in lines[2:]]))
 
 
-def bare_rate(cfg: BenchConfig, data: Path, devices: int = 1, iters: int = 10) -> float:
+def bare_rate(cfg: BenchConfig, data: Path, devices: int = 1, iters: int = 10,
+              batch_divisor: int = 1) -> float:
     """Steps/s of the jitted update alone on `devices` devices (batch sharded as in the loop,
-    parameters replicated), batches already there: the loop's ceiling, without the host's data."""
+    parameters replicated), batches already there: the loop's ceiling, without the host's data.
+    `batch_divisor` N trains on the preset's batch / N (one of N devices' share)."""
     run = train.TrainConfig(data=data, workdir=Path("unused"), agent=cfg.agent, preset=cfg.preset,
                             image_size=cfg.image_size)
+    if batch_divisor > 1:
+        batch = train.resolve_agent_config(run).batch_size // batch_divisor
+        run = dataclasses.replace(run, set=(f"batch_size={batch}",))
     setup = train.prepare_run(run)
     parallel = DataParallel(devices)
     sampler = registry.make_sampler(cfg.agent, setup.data.dataset, setup.agent_config)
@@ -114,6 +124,11 @@ def main(cfg: BenchConfig) -> None:
             bare_n = figures[f"bare update, {n} devices: steps/s"] = bare_rate(cfg, data, n)
             figures[f"bare update, {n} devices: x vs 1 device"] = bare_n / bare
             print(f"bare update ({n} devices): {bare_n:.1f} steps/s (x{bare_n / bare:.2f} vs 1 device)")
+            share = figures[f"bare update, 1 device, batch / {n}: steps/s"] = bare_rate(cfg, data, batch_divisor=n)
+            ceiling = figures[f"{n}-device ceiling: x vs 1 device"] = share / bare
+            figures[f"bare update, {n} devices: share of the ceiling"] = bare_n / share
+            print(f"bare update (1 device, batch / {n}): {share:.1f} steps/s: {n} devices can reach at most "
+                  f"x{ceiling:.2f}; they reach {bare_n / share:.0%} of that")
         rates = {}
         for n in () if cfg.bare_only else cfg.devices:
             rates[n] = figures[f"loop, {n} device(s): steps/s"] = loop_rate(cfg, data, Path(tmp) / f"run{n}", n)

@@ -38,7 +38,8 @@ def test_train_throughput_under_settings_that_give_it_two_devices(capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     for figure in ("bare update, 1 device: steps/s", "bare update, 2 devices: steps/s",
-                   "bare update, 2 devices: x vs 1 device"):
+                   "bare update, 2 devices: x vs 1 device", "bare update, 1 device, batch / 2: steps/s",
+                   "2-device ceiling: x vs 1 device", "bare update, 2 devices: share of the ceiling"):
         assert f"\n{figure}\n" in out
     assert xla_flags.DEFAULT_VARIANTS["train_throughput"][0] == "default="
 
