@@ -71,17 +71,16 @@ def test_train_step_writes_its_figures(tmp_path, capsys):
     out = tmp_path / "f.json"
     train_step.main(train_step.BenchConfig(preset="tiny", obs_dim=4, action_dim=2, seeds=2, scan=2, iters=1,
                                            warmup=1, precisions=("float32",), json=out,
-                                           variants=("actor_goal_pairs=sampled actor_goal_samples=4", "invariance_actions=8",
+                                           variants=("actor_goal_pairs=sampled actor_goal_samples=4",
                                                      "flat_optimizer=true")))
     figures = json.loads(out.read_text())
     variants = ("naive f32 (baseline)", "fused float32", "actor_goal_pairs=sampled actor_goal_samples=4 float32",
-                "invariance_actions=8 float32",
                 "flat_optimizer=true float32")
     assert set(figures) == {f"{variant}: {figure}{how}" for variant in variants
                             for figure in ("1 seed steps/s", "2 seeds seed-steps/s") for how in ("", ", queued")}
     assert all(v > 0 for v in figures.values())
     lines = capsys.readouterr().out.splitlines()
-    for variant in variants[2:4]:  # other losses
+    for variant in variants[2:3]:  # another loss
         assert "other loss" in next(line for line in lines if line.startswith(variant))
     for variant in ("fused float32", "flat_optimizer=true float32"):  # the same loss
         assert "other loss" not in next(line for line in lines if line.startswith(variant))

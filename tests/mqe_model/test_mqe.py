@@ -1,4 +1,5 @@
 import dataclasses
+import functools
 import math
 
 import jax
@@ -439,8 +440,10 @@ def test_shared_critic_passes_change_neither_losses_nor_gradients(tiny, encoder)
         for key in ("observations", "waypoints", "goals", "actor_goals"):
             batch[key] = rng.integers(0, 256, size=(6, 16, 16, 3), dtype=np.uint8)
     agent = mqe.MQEAgent.create(0, batch, config)
-    (loss, _), grads = jax.value_and_grad(agent.total_loss, has_aux=True)(agent.params, batch)
-    ref_loss, ref_grads = jax.value_and_grad(_reference_total_loss)(agent.params, batch, config)
+    # Compiled, as training runs them: op by op, the impala encoder's gradients take minutes on a CPU.
+    (loss, _), grads = jax.jit(jax.value_and_grad(agent.total_loss, has_aux=True))(agent.params, batch)
+    reference = functools.partial(_reference_total_loss, config=config)
+    ref_loss, ref_grads = jax.jit(jax.value_and_grad(reference))(agent.params, batch)
     assert float(loss) == pytest.approx(float(ref_loss), rel=1e-5)
     for got, want in zip(jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(ref_grads), strict=True):
         np.testing.assert_allclose(got, want, rtol=2e-4, atol=1e-6)

@@ -88,8 +88,10 @@ def test_mqe_goal_codes_hold_psi_of_every_head_then_the_actor_goal_features(runt
     psi = mqe.Critic(config).apply({"params": params["critic"]}, goal[None], method=mqe.Critic.psi)
     features = mqe.encode_actor_goals(params["actor"], goal[None], config)
     assert codes.dtype == np.float32 and codes.shape == (config.num_heads * config.latent_dim + features.shape[-1],)
-    np.testing.assert_allclose(codes[:config.num_heads * config.latent_dim], np.asarray(psi)[:, 0].ravel(), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(codes[config.num_heads * config.latent_dim:], np.asarray(features)[0], rtol=1e-5, atol=1e-6)
+    # The runtime's compiled function and this eager reference sum the convolutions in different
+    # orders; on some CPUs that moves float32 values of ~0.1 by a few 1e-6.
+    np.testing.assert_allclose(codes[:config.num_heads * config.latent_dim], np.asarray(psi)[:, 0].ravel(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(codes[config.num_heads * config.latent_dim:], np.asarray(features)[0], rtol=1e-4, atol=1e-5)
 
 
 def test_state_policy(state_runtime):
