@@ -1,7 +1,8 @@
 #!/bin/bash
 # ablate.sh DATASET ABLATE-ARGS...: call 2 (carry .gl .whl). Waits for data.sh's data, starts
 # `mqe-ogbench-ablate DATASET ABLATE-ARGS... --data ... --runs-dir ...` in its own process session (it
-# survives the call), then polls (poll.sh) until the call's 570 s are nearly spent or no run is left.
+# survives the call), then polls (poll.sh) until the call's POLL seconds (default 570) are nearly spent or
+# no run is left.
 # With BENCH="COMMANDS" in the environment (e.g. "python3 -m benchmarks.train_step ...; python3 -m
 # benchmarks.profile_train_step ..."), those run first, alone on GPU BENCH_GPU (default 1), while the
 # data is generated (at most 360 s; output in logs/bench.txt), and the ablation starts once both are
@@ -21,4 +22,4 @@ date +%T; tail -1 $W/logs/data-$DATASET.log | cut -c1-300
 TOOL=${TOOL:-ablate}; [ "$TOOL" = ablate ] || [ "$TOOL" = reproduce ] || { echo "TOOL must be ablate or reproduce"; exit 2; }
 setsid nohup python3 -m mqe_model.ogbench.$TOOL $DATASET "$@" --data $W/data/$DATASET.npz --runs-dir $W/runs \
   --no-progress > $W/logs/ablate.log 2>&1 < /dev/null &
-bash /tmp/repo/docs/results/lease/poll.sh $(( 570 - SECONDS ))
+bash /tmp/repo/docs/results/lease/poll.sh $(( ${POLL:-570} - SECONDS ))
