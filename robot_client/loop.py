@@ -35,6 +35,9 @@ from robot_client.transforms import matrix_to_rpy
 logger = logging.getLogger(__name__)
 
 SPIN_S = 0.002  # s before each deadline spent yielding rather than sleeping (see _wait_until)
+# The request's own socket timeout outlasts the loop's wait by this much (s), so that a slow answer is
+# always recorded as late rather than, by a race between two equal timeouts, as a failed request.
+REQUEST_GRACE_S = 0.05
 _SEQ = itertools.count(1)  # process-wide: a reply meant for an earlier step or trial never matches
 
 
@@ -205,7 +208,7 @@ class ControlLoop:
             seq = next(_SEQ)
             rec["seq"] = seq
             result, error = None, None
-            future = self.client.act_async(image, seq, step, episode_id, max(budget, 0.005))
+            future = self.client.act_async(image, seq, step, episode_id, max(budget, 0.005) + REQUEST_GRACE_S)
             try:
                 result = future.result(timeout=budget)
             except concurrent.futures.TimeoutError:

@@ -131,7 +131,9 @@ def test_bad_answers_never_move_the_arm(tmp_path, mock_server, mode):
     assert np.abs(xyz - safety.RESET_XYZ).max() < 2e-3
     if mode == "late":  # the loop kept its schedule while the server dawdled
         c = meta["counters"]
-        # late answers, then (the request timed out) a short backoff: every step held, none overran
+        # late answers, then (the request timed out) a short backoff: every step held, none overran;
+        # the first step is late, never a failed request (its socket outlasts the loop's deadline)
+        assert steps[0]["flags"].get("late") and not steps[0]["flags"].get("request_failed")
         assert c["late"] >= 1 and c["late"] + c["request_failures"] == len(steps)
         assert c["deadline_misses"] == 0
     if mode == "stale":

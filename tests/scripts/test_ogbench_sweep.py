@@ -38,7 +38,7 @@ def wait_for_row(work, agent) -> dict:
 def test_sweep_plans_from_the_probes_and_writes_rows(tmp_path):
     work = tmp_path / "sweep"
     # one dataset (generated once), two entries with their own agents: two probes
-    result = subprocess.run(["bash", str(SCRIPT), str(work), f"{DATASET}:0:1:3", f"{DATASET}:0:2:2:gciql"],
+    result = subprocess.run(["bash", str(SCRIPT), str(work), f"{DATASET}:0:1:2", f"{DATASET}:0:2:1:gciql"],
                             env=sweep_env(), cwd=SCRIPT.parents[1], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert len(list((work / "data").glob("*.json"))) == 1
@@ -47,7 +47,7 @@ def test_sweep_plans_from_the_probes_and_writes_rows(tmp_path):
     plan = json.loads((work / "plan.json").read_text())
     rates = plan["probe_updates_per_s"]  # "agent set/agent"
     assert set(rates) == {"gcbc/gcbc", "gciql/gciql"} and min(rates.values()) > 0
-    for row, agent, seconds, evals in zip(plan["rows"], ("gcbc", "gciql"), (1, 2), (3, 2), strict=True):
+    for row, agent, seconds, evals in zip(plan["rows"], ("gcbc", "gciql"), (1, 2), (2, 1), strict=True):
         assert row["agents"] == [agent] and row["gpu"] == 0
         # 0.8 x rate x seconds, rounded down to a multiple of 20, at least 20; the last `evals` tenths.
         assert row["steps"] == max(20, int(0.8 * rates[f"{agent}/{agent}"] * seconds) // 20 * 20)
