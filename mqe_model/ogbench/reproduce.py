@@ -360,7 +360,9 @@ def standard_error(scores: np.ndarray) -> float | None:
 
 def summarize(cfg: ReproduceConfig, dataset: str, data: Path, generated_by: str | None,
               runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The table row: success % mean and standard error over seeds, with everything behind it."""
+    """The table row: success % mean and standard error over seeds, with everything behind it. Runs are
+    listed in seed order, whichever finished first."""
+    runs = sorted(runs, key=lambda run: run["seed"])
     scores = 100.0 * np.array([run["score"] for run in runs])
     sem = standard_error(scores)
     settings_path = data.with_suffix(".json")
