@@ -1,0 +1,146 @@
+"""One robot's act at 5 Hz: does keeping the device busy between requests make it faster?
+
+    python -m benchmarks.idle_latency --preset bridge                      # a random bridge checkpoint
+    python -m benchmarks.idle_latency --checkpoint mqe_model/demo/checkpoint --image-size 64
+
+A lone robot at 5 Hz leaves the server idle for ~200 ms between requests, and its act then takes
+1.5-2x the back-to-back time (docs/benchmarks.md, issue 6). Two causes are possible: the GPU drops
+its clocks when idle, or the host's caches and the act's dispatch path go cold. This benchmark
+tells them apart by timing paced acts while a keeper thread, between them, every `--periods-ms`:
+- `act`: runs the same compiled act on a blank observation (warms the whole path: host code,
+  dispatch, the GPU's clocks), as `mqe-serve --keep-warm-ms` does;
+- `tiny`: runs one tiny jitted kernel (keeps the GPU's clocks up, little else).
+The keeper and the timed act share a lock, so a request that arrives while the keeper runs waits
+for it, as it would in the server; each paced call sleeps a jittered period so its phase against
+the keeper varies. Prints, per setting, the p50 / p90 act time and its ratio to no keeper measured
+in the same run, and the keeper's share of the device's time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tyro
+
+
+@dataclasses.dataclass(frozen=True)
+class Args:
+    """Paced act latency with and without a keeper between requests."""
+
+    checkpoint: Path | None = None  # a checkpoint; None: a random one of --preset
+    preset: str = "bridge"  # MQE preset of the random checkpoint
+    image_size: int = 128  # image size of the random checkpoint; 0 for a state policy
+    stack_encoders: bool | None = None  # None: as mqe-serve's auto (stacked on GPUs)
+    hz: float = 5.0  # rate of the timed acts (one robot)
+    calls: int = 40  # timed acts per setting
+    periods_ms: tuple[float, ...] = (50.0, 20.0, 10.0)  # keeper periods tried, ms between its runs
+    kinds: tuple[str, ...] = ("act", "tiny")  # keepers tried: the act itself, or one tiny kernel
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run and print the figures."""
+    args = tyro.cli(Args, args=argv)
+    if args.hz <= 0 or args.calls < 5 or any(p <= 0 for p in args.periods_ms):
+        print("idle_latency: error: --hz and --periods-ms must be > 0 and --calls >= 5", file=sys.stderr)
+        return 2
+    if unknown := set(args.kinds) - {"act", "tiny"}:
+        print(f"idle_latency: error: unknown --kinds {sorted(unknown)}; choose from act, tiny", file=sys.stderr)
+        return 2
+    from server.runtime import PolicyRuntime
+
+    checkpoint = args.checkpoint
+    if checkpoint is None:
+        from server.random_checkpoint import write_random_checkpoint
+
+        try:
+            checkpoint = write_random_checkpoint(Path(tempfile.mkdtemp(prefix="idle-bench-")), "mqe", args.preset,
+                                                 (), args.image_size or None)
+        except ValueError as e:
+            print(f"idle_latency: error: {e}", file=sys.stderr)
+            return 2
+    device = jax.devices()[0]
+    stack = device.platform == "gpu" if args.stack_encoders is None else args.stack_encoders
+    runtime = PolicyRuntime.load(checkpoint, buckets=(1,), stack_encoders=stack)
+    act = blank_act(runtime)
+    tiny = tiny_kernel(device)
+    for _ in range(20):
+        act()
+    back_to_back = []
+    for _ in range(100):
+        start = time.perf_counter()
+        act()
+        back_to_back.append((time.perf_counter() - start) * 1e3)
+    print(f"{runtime.policy.agent_name} checkpoint {checkpoint}, batch 1, encoders "
+          f"{'stacked' if stack else 'separate'}, on {device.device_kind} ({device.platform}), jax {jax.__version__}")
+    print(f"act back to back: p50 {np.median(back_to_back):.3f} ms")
+    print(f"{'keeper':>8} {'period ms':>9} {'act p50 ms':>10} {'p90 ms':>8} {'p50 / none':>10} {'keeper duty':>11}")
+    settings = [("none", 0.0)] + [(kind, period) for kind in args.kinds for period in args.periods_ms]
+    none_p50 = None
+    for kind, period in settings:
+        keeper = {"act": act, "tiny": tiny}.get(kind)
+        times, duty = paced(act, args.hz, args.calls, keeper, period / 1e3)
+        p50, p90 = float(np.median(times)), float(np.percentile(times, 90))
+        none_p50 = p50 if none_p50 is None else none_p50
+        print(f"{kind:>8} {period:9.0f} {p50:10.3f} {p90:8.3f} {p50 / none_p50:10.2f} {duty:11.1%}")
+    return 0
+
+
+def blank_act(runtime: Any) -> Callable[[], None]:
+    """One batch-1 act of the runtime's compiled function on a blank observation, to completion."""
+    policy = runtime.policy
+    observation = np.zeros((1, *policy.observation_shape), runtime.observation_dtype)
+    codes = runtime.encode_goal(observation[0], preprocessed=True)[None]
+    return lambda: runtime.act_batch(observation, codes)
+
+
+def tiny_kernel(device: Any) -> Callable[[], None]:
+    """One small jitted kernel on the device, to completion."""
+    x = jax.device_put(jnp.ones((256,), jnp.float32), device)
+    add = jax.jit(lambda v: v + 1.0)
+    jax.block_until_ready(add(x))
+    return lambda: jax.block_until_ready(add(x))
+
+
+def paced(act: Callable[[], None], hz: float, calls: int, keeper: Callable[[], None] | None,
+          period_s: float) -> tuple[list[float], float]:
+    """Times (ms) of `calls` acts at `hz`, with `keeper` run every `period_s` in between (None: idle),
+    and the keeper's share of the wall time."""
+    lock, stop, busy = threading.Lock(), threading.Event(), [0.0]
+
+    def keep() -> None:
+        while not stop.wait(period_s):
+            with lock:
+                start = time.perf_counter()
+                keeper()
+                busy[0] += time.perf_counter() - start
+
+    thread = threading.Thread(target=keep, daemon=True) if keeper is not None else None
+    if thread is not None:
+        thread.start()
+    rng, times, begin = np.random.default_rng(0), [], time.perf_counter()
+    try:
+        for _ in range(calls):
+            time.sleep(rng.uniform(0.9, 1.1) / hz)
+            start = time.perf_counter()
+            with lock:
+                act()
+            times.append((time.perf_counter() - start) * 1e3)
+    finally:
+        stop.set()
+        if thread is not None:
+            thread.join()
+    return times, busy[0] / (time.perf_counter() - begin)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
