@@ -114,7 +114,8 @@ def make_env(env_name: str) -> Any:
 @functools.lru_cache(maxsize=4)
 def compiled_policy(agent: str, spec: str, selection: Any = None) -> tuple[Callable, Callable]:
     """The jitted (goal encoder, deterministic act) of an agent with this JSON config and action
-    statistics (with a `registry.CriticSelection`, the critic picks the action). Cached: a worker
+    statistics (with a `registry.CriticSelection`, the critic picks the action; with a
+    `registry.ActionSampling`, the act samples and takes a noise argument). Cached: a worker
     runs many jobs of one run, and the compilations would otherwise be repeated for each."""
     import jax
 
@@ -139,6 +140,7 @@ def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metada
     manipulation scenes take ~0.8 s each, and their physics step costs ten times the policy), one
     environment runs them in turn. Either way episode `i` is seeded alike, so the results agree.
     """
+    from mqe_model.agents.registry import ActionSampling
     from mqe_model.data.images import preprocess_image
 
     encode, policy = compiled_policy(agent, json.dumps({key: metadata[key] for key in ("config", "action_stats")},
@@ -152,19 +154,26 @@ def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metada
     envs += [make_env(env_name) for _ in range(width - 1)]
     successes, lengths = np.zeros(episodes), np.zeros(episodes)
     end_distances = np.full(episodes, np.nan)  # the critic's distance to the goal at the last step (MQE)
+    sampling = isinstance(selection, ActionSampling)
+    noise = np.zeros((width, len(metadata["action_stats"]["low"])), np.float32)
     for first in range(0, episodes, width):
         wave = list(range(first, min(first + width, episodes)))
-        observations, goals = [], []
+        observations, goals, noise_streams = [], [], []
         for env, episode in zip(envs, wave, strict=False):
-            observation, info = reset_episode(env, task_id, seed + 1000 * task_id + first_episode + episode)
+            episode_seed = seed + 1000 * task_id + first_episode + episode
+            observation, info = reset_episode(env, task_id, episode_seed)
             observations.append(prepare(observation))
             goals.append(prepare(info["goal"]))
+            noise_streams.append(np.random.default_rng(episode_seed))  # an episode's draws, however batched
         # A short last wave is padded with copies: one batch shape, one compilation.
         observations = np.stack(observations + observations[-1:] * (width - len(wave)))
         codes = encode(params, np.stack(goals + goals[-1:] * (width - len(wave))))
         running = np.arange(width) < len(wave)
         while running.any():
-            actions, distances = (np.asarray(x) for x in policy(params, observations, codes))
+            for slot in np.flatnonzero(running) if sampling else ():
+                noise[slot] = noise_streams[slot].standard_normal(noise.shape[1])
+            actions, distances = (np.asarray(x) for x in policy(params, observations, codes,
+                                                                 *((noise,) if sampling else ())))
             for slot in np.flatnonzero(running):
                 end_distances[wave[slot]] = distances[slot]
                 observation, _, terminated, truncated, info = envs[slot].step(actions[slot])
@@ -283,7 +292,7 @@ class OGBenchEvaluator:
     def __init__(self, env_name: str, episodes: int, workers: int, seed: int = 0, selection: Any = None):
         make_env(env_name)  # fail now, with one line, if OGBench or the environment is missing
         self.env_name, self.episodes, self.seed, self.workers = env_name, episodes, seed, max(1, workers)
-        self.selection = selection  # a registry.CriticSelection: the diagnostic policy; None: the actor's action
+        self.selection = selection  # a registry.CriticSelection or ActionSampling (diagnostic); None: the mean
         self._pool = evaluation_pool(workers)
         # per evaluation: its step, the pool it runs in, and its jobs
         self._pending: list[tuple[int, concurrent.futures.ProcessPoolExecutor, Jobs]] = []

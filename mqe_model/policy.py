@@ -83,12 +83,17 @@ class Policy:
 
 
 def inference_fns(agent: str, config: Any, stats: ActionStats,
-                  selection: registry.CriticSelection | None = None) -> tuple[registry.GoalFn, registry.ActFn]:
+                  selection: registry.CriticSelection | registry.ActionSampling | None = None
+                  ) -> tuple[registry.GoalFn, Callable[..., tuple[jax.Array, jax.Array]]]:
     """`goal_fn(params, goals) -> codes` and `act_coded_fn(params, observations, codes) ->
     (actions in robot units, distance in steps or NaN)`: the agent's inference functions with the
-    checkpoint's un-normalization applied; with `selection` (MQE only), the critic picks the action."""
+    checkpoint's un-normalization applied. With `selection`, a diagnostic action rule: a
+    `registry.CriticSelection` (MQE only) lets the critic pick the action; a `registry.ActionSampling`
+    samples the policy, and `act_coded_fn` then takes a standard normal noise (rows, A) fourth."""
     if selection is None:
         goal_fn, normalized_act = registry.make_goal_and_act_fns(agent, config, stats.dim)
+    elif isinstance(selection, registry.ActionSampling):
+        goal_fn, normalized_act = registry.make_sampled_fns(agent, config, stats.dim, selection)
     elif agent != "mqe":
         raise ValueError(f"critic selection needs an MQE policy (a quasimetric critic); this one is {agent!r}")
     else:
@@ -105,11 +110,13 @@ def serving_fns(agent: str, config: Any, stats: ActionStats, stack_encoders: boo
     return prepare, goal_fn, _in_robot_units(normalized_act, stats)
 
 
-def _in_robot_units(normalized_act: registry.ActFn, stats: ActionStats) -> registry.ActFn:
+def _in_robot_units(normalized_act: Callable[..., tuple[jax.Array, jax.Array]], stats: ActionStats
+                    ) -> Callable[..., tuple[jax.Array, jax.Array]]:
     center, half = (jnp.asarray(x) for x in stats.center_and_half_range())
 
-    def act_coded_fn(params: Any, observations: jax.Array, codes: jax.Array) -> tuple[jax.Array, jax.Array]:
-        actions, distance = normalized_act(params, observations, codes)
+    def act_coded_fn(params: Any, observations: jax.Array, codes: jax.Array, *noise: jax.Array
+                     ) -> tuple[jax.Array, jax.Array]:
+        actions, distance = normalized_act(params, observations, codes, *noise)
         return center + half * jnp.clip(actions, -1.0, 1.0), distance
 
     return act_coded_fn

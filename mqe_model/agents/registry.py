@@ -67,9 +67,10 @@ def make_sampler(name: str, dataset: Dataset, config: Any) -> GoalSampler | Rela
                                                  c.p_random_goal, c.actor_p_random_goal))
 
 
-def make_goal_and_act_fns(name: str, config: Any, action_dim: int) -> tuple[GoalFn, ActFn]:
+def make_goal_and_act_fns(name: str, config: Any, action_dim: int, clip: bool = True) -> tuple[GoalFn, ActFn]:
     """Pure inference functions split at the goal: `encode_goals(params, goals) -> codes` and
-    `act(params, observations, codes) -> (clipped normalized actions, distance in steps or NaN)`.
+    `act(params, observations, codes) -> (clipped normalized actions, distance in steps or NaN)`
+    (with `clip=False`, the policy's raw mean, for sampling around it).
 
     A server encodes each goal once and reuses its codes every step. For MQE the codes are the
     critic's psi(g) of every head and the actor encoder's goal features, flattened into one float32
@@ -81,7 +82,7 @@ def make_goal_and_act_fns(name: str, config: Any, action_dim: int) -> tuple[Goal
 
         def act_baseline(params: Any, observations: jax.Array, goals: jax.Array) -> tuple[jax.Array, jax.Array]:
             mean = module.actor_mean(params, observations, goals, config, action_dim)
-            return jnp.clip(mean, -1.0, 1.0), jnp.full(observations.shape[:1], jnp.nan, jnp.float32)
+            return (jnp.clip(mean, -1.0, 1.0) if clip else mean), jnp.full(observations.shape[:1], jnp.nan, jnp.float32)
 
         return (lambda params, goals: goals), act_baseline
     critic = mqe.Critic(config)
@@ -90,7 +91,40 @@ def make_goal_and_act_fns(name: str, config: Any, action_dim: int) -> tuple[Goal
         critic_features = critic.apply({"params": params["critic"]}, x, method=mqe.Critic.features)
         return mqe.encode_actor_goals(params["actor"], x, config), critic_features
 
-    return _mqe_inference(config, action_dim, encode_both)
+    return _mqe_inference(config, action_dim, encode_both, clip)
+
+
+@dataclasses.dataclass(frozen=True)
+class ActionSampling:
+    """Evaluate the Gaussian policy sampled instead of its mean: clip(mean + temperature * std *
+    noise, -1, 1) with noise ~ N(0, I) drawn by the caller, as OGBench's `sample_actions` at this
+    temperature. The paper's appendix says its OGBench policies sample at inference; OGBench's own
+    protocol scores the mean (temperature 0)."""
+
+    temperature: float  # scale of the actor's std (> 0)
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ValueError(f"action sampling needs a temperature > 0, got {self.temperature}")
+
+
+# act(params, observations, codes, noise) -> (sampled actions in [-1, 1], distance); noise (rows, A) ~ N(0, I)
+SampledActFn = Callable[[Any, jax.Array, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
+
+
+def make_sampled_fns(name: str, config: Any, action_dim: int, sampling: ActionSampling) -> tuple[GoalFn, SampledActFn]:
+    """`make_goal_and_act_fns` whose act samples the policy: it takes a standard normal `noise` of
+    the actions' shape as a fourth argument, so the caller owns the randomness (one generator per
+    episode makes an evaluation independent of how its episodes are batched)."""
+    encode_goals, act_mean = make_goal_and_act_fns(name, config, action_dim, clip=False)
+    scale = sampling.temperature * config.actor_std
+
+    def act_sampled(params: Any, observations: jax.Array, codes: jax.Array, noise: jax.Array
+                    ) -> tuple[jax.Array, jax.Array]:
+        mean, distance = act_mean(params, observations, codes)
+        return jnp.clip(mean + scale * noise, -1.0, 1.0), distance
+
+    return encode_goals, act_sampled
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,8 +195,8 @@ def make_serving_fns(name: str, config: Any, action_dim: int, stack_encoders: bo
     return (lambda params: mqe.stack_encoders(params, config)), *_mqe_inference(config, action_dim, encode_both)
 
 
-def _mqe_inference(config: Any, action_dim: int, encode_both: Callable[[Any, jax.Array], tuple[jax.Array, jax.Array]]
-                   ) -> tuple[GoalFn, ActFn]:
+def _mqe_inference(config: Any, action_dim: int, encode_both: Callable[[Any, jax.Array], tuple[jax.Array, jax.Array]],
+                   clip: bool = True) -> tuple[GoalFn, ActFn]:
     """MQE's goal and act functions over `encode_both(params, x) -> (actor features, critic features)`."""
     critic = mqe.Critic(config)
     psi_size = config.num_heads * config.latent_dim
@@ -182,7 +216,7 @@ def _mqe_inference(config: Any, action_dim: int, encode_both: Callable[[Any, jax
                                                    goals_encoded=True, observations_encoded=True)
         psi_states = critic.apply({"params": params["critic"]}, critic_features, method=mqe.Critic.psi_of_features)
         d = jnp.min(mrn_distance(psi_states, psi_goals, config.num_components), axis=0)
-        return jnp.clip(mean, -1.0, 1.0), d / config.step_scale
+        return (jnp.clip(mean, -1.0, 1.0) if clip else mean), d / config.step_scale
 
     return encode_goals, act
 

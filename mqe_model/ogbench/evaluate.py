@@ -3,6 +3,7 @@
     mqe-ogbench-eval runs/ogbench/scene-play-v0/mqe/seed0/checkpoints/1000000 --workers 2
     mqe-ogbench-eval RUN/checkpoints/800000 RUN/checkpoints/900000 RUN/checkpoints/1000000 --out eval.json
     mqe-ogbench-eval RUN --critic-candidates 32 --candidate-spread 0.1     # diagnostic, MQE only
+    mqe-ogbench-eval RUN --temperature 0.5                                  # sampled actions, any agent
 
 Each path is a step directory, a checkpoints root or a run directory (its latest step). Every
 checkpoint gets 5 tasks x `--episodes` deterministic episodes (the trainer's evaluation, the same
@@ -46,7 +47,7 @@ class EvalError(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class EvalConfig:
-    """Evaluate saved checkpoints on an OGBench environment (5 tasks, deterministic actions)."""
+    """Evaluate saved checkpoints on an OGBench environment (5 tasks, deterministic actions unless asked)."""
 
     paths: Annotated[tuple[Path, ...], tyro.conf.Positional, tyro.conf.arg(metavar="CHECKPOINT")]  # step directories, checkpoints roots or run directories (latest step)
     env: str | None = None  # OGBench environment; None: the one the run evaluated on (--eval-env)
@@ -56,6 +57,7 @@ class EvalConfig:
     critic_candidates: int = 0  # 0: the actor's action; N >= 2: the critic's best of N (MQE diagnostic)
     candidate_spread: float = 0.1  # std of the candidates' perturbations, normalized action units
     candidate_pick: Literal["best", "worst"] = "best"  # the critic's best candidate, or its worst (a control)
+    temperature: float = 0.0  # 0: the policy's mean (OGBench's protocol); > 0: actions sampled, std x this
     out: Path | None = None  # JSON report, rewritten after each checkpoint; None: print only
 
     def __post_init__(self) -> None:
@@ -67,6 +69,10 @@ class EvalConfig:
             raise EvalError(f"--critic-candidates {self.critic_candidates}: 0 (the actor's action) or >= 2")
         if self.critic_candidates and not self.candidate_spread > 0:
             raise EvalError(f"--candidate-spread {self.candidate_spread}: must be > 0")
+        if not self.temperature >= 0:
+            raise EvalError(f"--temperature {self.temperature}: 0 (the policy's mean) or > 0 (sampled actions)")
+        if self.temperature and self.critic_candidates:
+            raise EvalError("--temperature and --critic-candidates are two different action rules; give one")
 
 
 def load_checkpoint(path: Path, selection: Any) -> tuple[Path, dict[str, Any], Any]:
@@ -75,7 +81,7 @@ def load_checkpoint(path: Path, selection: Any) -> tuple[Path, dict[str, Any], A
     metadata = checkpoints.read_metadata(step_dir)
     if metadata.get("image") is not None:
         raise EvalError(f"{step_dir}: an image policy; OGBench's state-based environments need a state policy")
-    if selection is not None and metadata["agent"] != "mqe":
+    if getattr(selection, "candidates", None) and metadata["agent"] != "mqe":
         raise EvalError(f"{step_dir}: agent {metadata['agent']!r}; --critic-candidates needs an MQE run")
     return step_dir, metadata, checkpoints.restore_params(step_dir)
 
@@ -95,10 +101,10 @@ def observation_shape(env_name: str) -> list[int]:
 
 def evaluate(cfg: EvalConfig, command: str = "") -> dict[str, Any]:
     """Evaluate every checkpoint; the report (also written to --out after each one)."""
-    from mqe_model.agents.registry import CriticSelection
+    from mqe_model.agents.registry import ActionSampling, CriticSelection
 
     selection = (CriticSelection(cfg.critic_candidates, cfg.candidate_spread, cfg.candidate_pick)
-                 if cfg.critic_candidates else None)
+                 if cfg.critic_candidates else ActionSampling(cfg.temperature) if cfg.temperature else None)
     loaded = [load_checkpoint(path, selection) for path in cfg.paths]
     env_name = environment_of(cfg, loaded[0][1], loaded[0][0])
     shape = observation_shape(env_name)
@@ -111,9 +117,7 @@ def evaluate(cfg: EvalConfig, command: str = "") -> dict[str, Any]:
                             f"gives {shape}; wrong --env?")
     report: dict[str, Any] = {
         "env": env_name, "episodes_per_task": cfg.episodes, "seed": cfg.seed,
-        "policy": ("actor (OGBench protocol: deterministic actions)" if selection is None else
-                   f"critic's {selection.pick} of {selection.candidates}: the actor's action and {selection.candidates - 1} "
-                   f"perturbations, std {selection.spread} (diagnostic, not OGBench's protocol)"),
+        "policy": policy_description(selection),
         "checkpoints": [], "command": command,
     }
     evaluator = OGBenchEvaluator(env_name, cfg.episodes, cfg.workers, cfg.seed, selection)
@@ -134,6 +138,17 @@ def evaluate(cfg: EvalConfig, command: str = "") -> dict[str, Any]:
     finally:
         list(evaluator.finish())  # nothing pending: shuts the workers down
     return report
+
+
+def policy_description(selection: Any) -> str:
+    """Which action rule the report scored, in words."""
+    if selection is None:
+        return "actor (OGBench protocol: deterministic actions)"
+    if hasattr(selection, "temperature"):
+        return (f"actor sampled at temperature {selection.temperature:g}: clip(mean + {selection.temperature:g} x std x "
+                "noise) (diagnostic, not OGBench's protocol)")
+    return (f"critic's {selection.pick} of {selection.candidates}: the actor's action and {selection.candidates - 1} "
+            f"perturbations, std {selection.spread} (diagnostic, not OGBench's protocol)")
 
 
 def checkpoint_entry(step_dir: Path, metadata: dict[str, Any], result: dict[str, float]) -> dict[str, Any]:

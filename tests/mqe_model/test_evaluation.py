@@ -378,3 +378,23 @@ def test_an_episode_seed_gives_the_same_episode_on_every_call(tmp_path):
     assert runs[0]["episode_end_distance"] == runs[1]["episode_end_distance"]
     assert np.isfinite(runs[0]["episode_end_distance"]).all()
     assert (np.random.get_state()[1] == before).all()  # noqa: NPY002
+
+
+def test_sampled_episodes_do_not_depend_on_how_a_task_is_split(tmp_path):
+    """Each episode draws its action noise from its own seed: one job of three episodes and three jobs
+    of one give the same episodes (the critic's last distances agree), and they differ from the mean's."""
+    from mqe_model import checkpoints, evaluation
+    from mqe_model.agents.registry import ActionSampling
+    from mqe_model.policy import load_policy
+    from server.random_checkpoint import write_random_checkpoint
+
+    step_dir = write_random_checkpoint(tmp_path, "mqe", "tiny", (), None, state_dim=2, action_dim=2)
+    metadata, params = checkpoints.read_metadata(step_dir), load_policy(step_dir).params
+    env, sampling = "pointmaze-medium-navigate-v0", ActionSampling(1.0)
+    whole = evaluation.evaluate_task(env, 1, 3, "mqe", metadata, params, seed=0, selection=sampling)
+    parts = [evaluation.evaluate_task(env, 1, 1, "mqe", metadata, params, seed=0, first_episode=first,
+                                      selection=sampling) for first in range(3)]
+    assert evaluation.combine(parts)["episode_end_distance"] == whole["episode_end_distance"]
+    mean = evaluation.evaluate_task(env, 1, 3, "mqe", metadata, params, seed=0)
+    assert np.isfinite(whole["episode_end_distance"]).all()
+    assert not np.allclose(whole["episode_end_distance"], mean["episode_end_distance"])

@@ -65,8 +65,23 @@ def test_critic_selection_is_reported_as_the_diagnostic_it_is(runs, tmp_path):
     assert "--critic-candidates 4" in report["command"]
 
 
+def test_sampled_actions_are_reported_and_differ_from_the_mean(runs, tmp_path):
+    mean_out, sampled_out = tmp_path / "mean.json", tmp_path / "sampled.json"
+    for out, extra in ((mean_out, []), (sampled_out, ["--temperature", "1.0"])):
+        assert evaluate.main([str(runs["mqe"]), "--episodes", "2", "--workers", "1", "--out", str(out), *extra]) == 0
+    mean, sampled = json.loads(mean_out.read_text()), json.loads(sampled_out.read_text())
+    assert "sampled at temperature 1" in sampled["policy"] and "not OGBench's protocol" in sampled["policy"]
+    assert mean["policy"].startswith("actor (OGBench protocol")
+    ends = [{k: v for k, v in report["checkpoints"][0].items() if k.startswith("end_distance_")}
+            for report in (mean, sampled)]
+    assert ends[0] and ends[1] and ends[0] != pytest.approx(ends[1])  # other episodes: the critic's last reading moved
+    assert "--temperature 1.0" in sampled["command"]
+
+
 @pytest.mark.parametrize("case, message", [
     ("gcbc-critic", "needs an MQE run"),
+    ("negative-temperature", "--temperature -0.5: 0 (the policy's mean) or > 0"),
+    ("two-rules", "two different action rules"),
     ("missing", "no such directory"),
     ("wrong-env", "wrong --env?"),
     ("one-candidate", "0 (the actor's action) or >= 2"),
@@ -80,7 +95,9 @@ def test_bad_input_is_one_line_and_exit_2(runs, tmp_path, capsys, case, message)
             "wrong-env": [mqe_run, "--env", "scene-play-v0"],
             "one-candidate": [mqe_run, "--critic-candidates", "1"],
             "zero-spread": [mqe_run, "--critic-candidates", "4", "--candidate-spread", "0"],
-            "no-episodes": [mqe_run, "--episodes", "0"]}[case]
+            "no-episodes": [mqe_run, "--episodes", "0"],
+            "negative-temperature": [mqe_run, "--temperature", "-0.5"],
+            "two-rules": [mqe_run, "--critic-candidates", "4", "--temperature", "0.5"]}[case]
     out = tmp_path / "report.json"
     assert evaluate.main([*args, "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()

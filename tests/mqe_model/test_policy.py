@@ -150,3 +150,44 @@ def test_critic_selection_needs_an_mqe_policy():
     policy = load_policy(tiny_run("gcbc"))
     with pytest.raises(ValueError, match="needs an MQE policy"):
         inference_fns("gcbc", policy.config, policy.action_stats, registry.CriticSelection(4, 0.1))
+
+
+@pytest.mark.parametrize("agent", ["mqe", "gcbc"])
+def test_sampled_actions_are_the_mean_plus_scaled_noise_then_clipped(agent):
+    """OGBench's sampling: clip(mean + temperature * std * noise), the raw mean, not the clipped one."""
+    policy = load_policy(tiny_run(agent))
+    params = jax.tree_util.tree_map_with_path(  # the mean moved past the range, so clip(mean) != mean
+        lambda path, x: x + 1.5 if jax.tree_util.keystr(path).endswith("['GaussianActorHead_0']['Dense_0']['bias']")
+        else x, policy.params)
+    encode, act = registry.make_goal_and_act_fns(agent, policy.config, policy.action_dim)
+    _, raw_mean = registry.make_goal_and_act_fns(agent, policy.config, policy.action_dim, clip=False)
+    _, act_sampled = registry.make_sampled_fns(agent, policy.config, policy.action_dim, registry.ActionSampling(0.5))
+    rng = np.random.default_rng(3)
+    obs = rng.normal(size=(32, 6)).astype(np.float32)
+    codes = encode(params, obs[::-1])
+    noise = 3.0 * rng.normal(size=(32, policy.action_dim)).astype(np.float32)
+    mean, distance = raw_mean(params, obs, codes)
+    sampled, sampled_distance = act_sampled(params, obs, codes, noise)
+    shifted = np.asarray(mean) + 0.5 * policy.config.actor_std * noise
+    assert np.all(np.asarray(mean) > 1.0) and np.any(np.abs(shifted) < 1.0)  # both sides of the clip
+    np.testing.assert_allclose(sampled, np.clip(shifted, -1.0, 1.0), rtol=1e-6, atol=1e-6)
+    assert not np.allclose(sampled, np.clip(np.clip(mean, -1.0, 1.0) + shifted - mean, -1.0, 1.0))
+    np.testing.assert_array_equal(sampled_distance, distance)  # the critic's read-out does not sample
+    zero_noise, _ = act_sampled(params, obs, codes, np.zeros_like(noise))
+    np.testing.assert_allclose(zero_noise, act(params, obs, codes)[0], rtol=1e-6, atol=1e-6)
+
+
+def test_sampled_actions_come_in_robot_units():
+    policy = load_policy(tiny_run("mqe"))
+    stats = policy.action_stats
+    encode, act = inference_fns("mqe", policy.config, stats, registry.ActionSampling(2.0))
+    obs = np.random.default_rng(4).normal(size=(8, 6)).astype(np.float32)
+    noise = np.full((8, policy.action_dim), 10.0, np.float32)  # every action clipped to its high end
+    actions, _ = act(policy.params, obs, encode(policy.params, obs), noise)
+    np.testing.assert_allclose(actions, np.broadcast_to(np.asarray(stats.high, np.float32), (8, 3)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("temperature", [0.0, -1.0, float("nan")])
+def test_action_sampling_needs_a_positive_temperature(temperature):
+    with pytest.raises(ValueError, match="temperature > 0"):
+        registry.ActionSampling(temperature)
