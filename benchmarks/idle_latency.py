@@ -14,16 +14,22 @@ The keeper and the timed act share a lock, so a request that arrives while the k
 for it, as it would in the server; each paced call sleeps a jittered period so its phase against
 the keeper varies. Prints, per setting, the p50 / p90 act time and its ratio to no keeper measured
 in the same run, and the keeper's share of the device's time.
+
+Then the onset: the act's p50 after idle gaps of `--gaps-ms` (how long the host and device must be
+idle before the act slows), and with `--spinners N` the same again while N busy processes at the
+lowest priority (nice 19) keep the host's cores from ever idling; they yield to the act's threads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +51,9 @@ class Args:
     calls: int = 40  # timed acts per setting
     periods_ms: tuple[float, ...] = (50.0, 20.0, 10.0)  # keeper periods tried, ms between its runs
     kinds: tuple[str, ...] = ("act", "tiny")  # keepers tried: the act itself, or one tiny kernel
+    gaps_ms: tuple[float, ...] = (0.0, 0.5, 2.0, 10.0, 50.0, 200.0)  # idle gaps before an act, ms
+    gap_calls: int = 20  # timed acts per gap
+    spinners: int = 0  # also measure the gaps with this many nice-19 busy processes (0: not)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     args = tyro.cli(Args, args=argv)
     if args.hz <= 0 or args.calls < 5 or any(p <= 0 for p in args.periods_ms):
         print("idle_latency: error: --hz and --periods-ms must be > 0 and --calls >= 5", file=sys.stderr)
+        return 2
+    if args.gap_calls < 3 or args.spinners < 0 or any(g < 0 for g in args.gaps_ms):
+        print("idle_latency: error: --gap-calls must be >= 3, --spinners and --gaps-ms >= 0", file=sys.stderr)
         return 2
     if unknown := set(args.kinds) - {"act", "tiny"}:
         print(f"idle_latency: error: unknown --kinds {sorted(unknown)}; choose from act, tiny", file=sys.stderr)
@@ -92,7 +104,43 @@ def main(argv: list[str] | None = None) -> int:
         p50, p90 = float(np.median(times)), float(np.percentile(times, 90))
         none_p50 = p50 if none_p50 is None else none_p50
         print(f"{kind:>8} {period:9.0f} {p50:10.3f} {p90:8.3f} {p50 / none_p50:10.2f} {duty:11.1%}")
+    if args.gaps_ms:
+        idle = {gap: after_gap(act, gap / 1e3, args.gap_calls) for gap in args.gaps_ms}
+        busy = {}
+        if args.spinners:
+            with spinning(args.spinners):
+                busy = {gap: after_gap(act, gap / 1e3, args.gap_calls) for gap in args.gaps_ms}
+        print(f"act p50 (ms) after an idle gap{f'; with {args.spinners} nice-19 spinners' if busy else ''}:")
+        for gap, p50 in idle.items():
+            spun = f"   spinners {busy[gap]:8.3f}  ({busy[gap] / p50:.2f}x)" if busy else ""
+            print(f"  gap {gap:7.1f} ms: {p50:8.3f}  ({p50 / idle[args.gaps_ms[0]]:.2f}x the first gap){spun}")
     return 0
+
+
+def after_gap(act: Callable[[], None], gap_s: float, calls: int) -> float:
+    """p50 (ms) of `calls` acts, each after sleeping `gap_s`."""
+    times = []
+    for _ in range(calls):
+        time.sleep(gap_s)
+        start = time.perf_counter()
+        act()
+        times.append((time.perf_counter() - start) * 1e3)
+    return float(np.median(times))
+
+
+@contextlib.contextmanager
+def spinning(count: int) -> Iterator[None]:
+    """`count` busy processes at the lowest priority for the duration of the block."""
+    code = "import os\nos.nice(19)\nwhile True:\n    pass\n"
+    procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(count)]
+    try:
+        time.sleep(0.5)
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.wait()
 
 
 def blank_act(runtime: Any) -> Callable[[], None]:
