@@ -14,4 +14,4 @@ SPIN=$(( $(nproc) - 2 ))
   echo "== serve_latency, 1 robot, $SPIN nice-19 spinners"; date +%T
   for i in $(seq $SPIN); do nice -n 19 python3 -c "while True: pass" & done
   timeout 150 python3 -m benchmarks.serve_latency --preset bridge --robots 1 --seconds 15 2>&1 | grep -v -i warn
-  pkill -f "while True: pass"; date +%T; } 2>&1 | tee $OUT/idle2.txt
+  pkill -f "[w]hile True: pass"; date +%T; } 2>&1 | tee $OUT/idle2.txt
