@@ -49,7 +49,7 @@ def main() -> None:
     obs[:, :2] = centre[starts]
     goal_obs = np.zeros_like(obs)
     goal_obs[:, :2] = centre[goals]
-    nxt = np.array([min(np.flatnonzero(geo[s] == 1), key=lambda n, g=g: geo[n, g]) for s, g in zip(starts, goals)])
+    nxt = np.array([min(np.flatnonzero(geo[s] == 1), key=lambda n, g=g: geo[n, g]) for s, g in zip(starts, goals, strict=True)])
     way = centre[nxt] - centre[starts]
     way /= np.linalg.norm(way, axis=1, keepdims=True)
     distance = geo[starts, goals]
