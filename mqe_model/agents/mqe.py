@@ -68,6 +68,7 @@ class MQEConfig:
     p_next: float = 0.2  # probability that the waypoint is the next state (k' = 1)
     alpha: float = 1.0  # behaviour-cloning weight of the actor loss
     actor_p_random_goal: float = 0.0  # chance an actor goal is a random state, not a future one (OGBench stitch: 0.5)
+    actor_bc_on_random_goals: bool = True  # BC on random actor goals too (OGBench); False: own-trajectory goals only (the paper's L_mu)
     actor_heads: str = "nearest"  # head whose distance the actor's q uses: 'nearest' (DESIGN.md) or 'farthest'
     actor_goal_pairs: str = "own"  # q-term pairs: 'own' (state i, goal i; DESIGN.md), 'all' (pi(s_i, g_j) for every i, j: the paper's L_mu), 'sampled' (K goals per state) or 'distances' (pi(s_i, g_i) against every g_j)
     actor_goal_samples: int = 16  # goals per state with 'sampled': its own and the next K - 1 rows', weighted so that the mean is unbiased for 'all' (K/B of its cost)
@@ -99,6 +100,9 @@ class MQEConfig:
         if self.batch_size < 2:
             raise ValueError("batch_size must be >= 2: the backup contrasts pairs within a batch")
         check_probability("actor_p_random_goal", self.actor_p_random_goal)
+        if not self.actor_bc_on_random_goals and not 0 < self.actor_p_random_goal < 1:
+            raise ValueError(f"actor_bc_on_random_goals=False keeps BC off the random actor goals: it needs "
+                             f"0 < actor_p_random_goal < 1, got {self.actor_p_random_goal}")
         if self.actor_heads not in ACTOR_HEADS:
             raise ValueError(f"actor_heads={self.actor_heads!r}: choose one of {', '.join(ACTOR_HEADS)}")
         if self.actor_goal_pairs not in ACTOR_GOAL_PAIRS:
@@ -377,7 +381,9 @@ def actor_loss(
     the expected q term that of 'all' at K/B of its cost (at K = B it is 'all'). With 'distances' the
     action is the own goal's, pi(s_i, g_i), and q is the mean of -d((s_i, pi(s_i, g_i)), g_j) over every
     goal j: the B x B distances the appendix names, without more actor passes. The BC term always
-    uses the state's own goal and action.
+    uses the state's own goal and action; with `actor_bc_on_random_goals=False` it is the mean over the
+    rows whose actor goal is a future state of their own trajectory (`batch["actor_goal_own"]`), as the
+    paper's L_mu clones each action only towards its own trajectory's goal.
 
     The critic is frozen (stop-gradient on its parameters and on what `forward` carries), so this
     loss moves only the actor, whether or not `forward` is shared with `critic_loss`."""
@@ -413,7 +419,11 @@ def actor_loss(
     # The 1e-6 only guards a batch whose q is exactly zero everywhere (never in practice).
     q_loss = -pairs_mean(q) / jax.lax.stop_gradient(pairs_mean(jnp.abs(q)) + 1e-6)
     log_prob = gaussian_log_prob(mean[own], config.actor_std, batch["actions"])
-    bc_loss = -config.alpha * jnp.mean(log_prob)
+    if config.actor_bc_on_random_goals:
+        bc_loss = -config.alpha * jnp.mean(log_prob)
+    else:  # a batch of random goals only (rare) has no BC term
+        own_goals = batch["actor_goal_own"]
+        bc_loss = -config.alpha * jnp.sum(own_goals * log_prob) / jnp.maximum(jnp.sum(own_goals), 1.0)
     loss = q_loss + bc_loss
     info = {
         "actor/loss": loss,

@@ -59,7 +59,8 @@ def make_sampler(name: str, dataset: Dataset, config: Any) -> GoalSampler | Rela
     """The batch sampler agent `name` trains on."""
     if name == "mqe":
         return GoalSampler(dataset, SamplerConfig(config.gamma, config.lam, config.p_next,
-                                                  config.actor_p_random_goal))
+                                                  config.actor_p_random_goal,
+                                                  mark_own_actor_goals=not config.actor_bc_on_random_goals))
     if name == "gcbc":
         return RelabelSampler(dataset, RelabelConfig(False, p_random_actor_goal=config.actor_p_random_goal))
     c = config

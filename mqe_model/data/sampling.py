@@ -54,11 +54,19 @@ def sample_actor_goals(rng: np.random.Generator, idx: np.ndarray, steps_to_end: 
                        p_random: float) -> np.ndarray:
     """Dataset indices of actor goals for the states at `idx`: a uniform future state of the same
     trajectory, or with probability `p_random` a uniformly random dataset state."""
+    return sample_marked_actor_goals(rng, idx, steps_to_end, dataset_size, p_random)[0]
+
+
+def sample_marked_actor_goals(rng: np.random.Generator, idx: np.ndarray, steps_to_end: np.ndarray,
+                              dataset_size: int, p_random: float) -> tuple[np.ndarray, np.ndarray]:
+    """`sample_actor_goals` and, per state, whether its goal is a future state of its own trajectory
+    (True) or a random dataset state (False)."""
     future = idx + sample_uniform_future(rng, steps_to_end)
     if p_random <= 0.0:  # the common case draws nothing more, so its batches stay as they were
-        return future
+        return future, np.ones(np.shape(idx), bool)
     random_state = rng.integers(0, dataset_size, size=np.shape(idx))
-    return np.where(rng.random(np.shape(idx)) < p_random, random_state, future)
+    take_random = rng.random(np.shape(idx)) < p_random
+    return np.where(take_random, random_state, future), ~take_random
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +77,7 @@ class SamplerConfig:
     lam: float  # waypoint discount; waypoints are Geom(1 - lam) steps ahead, capped at the goal
     p_next: float  # probability that the waypoint is the next state
     p_random_actor_goal: float = 0.0  # probability that the actor goal is a random dataset state
+    mark_own_actor_goals: bool = False  # add "actor_goal_own" (1.0: own-trajectory goal, 0.0: random)
 
 
 class GoalSampler:
@@ -86,9 +95,9 @@ class GoalSampler:
         idx = rng.choice(self._starts, size=batch_size)
         steps_left = self._steps_to_end[idx]
         goal_offset, waypoint_offset = sample_offsets(rng, steps_left, c.gamma, c.lam, c.p_next)
-        actor_goal = sample_actor_goals(rng, idx, steps_left, self.dataset.size, c.p_random_actor_goal)
+        actor_goal, own = sample_marked_actor_goals(rng, idx, steps_left, self.dataset.size, c.p_random_actor_goal)
         obs = self.dataset.observations
-        return {
+        batch = {
             "observations": obs[idx],
             "actions": self.dataset.actions[idx],
             "waypoints": obs[idx + waypoint_offset],
@@ -96,3 +105,6 @@ class GoalSampler:
             "goals": obs[idx + goal_offset],
             "actor_goals": obs[actor_goal],
         }
+        if c.mark_own_actor_goals:
+            batch["actor_goal_own"] = own.astype(np.float32)
+        return batch

@@ -194,6 +194,58 @@ def test_sampled_goal_pairs_with_every_row_are_all_pairs(tiny):
         np.testing.assert_allclose(np.asarray(g_k), np.asarray(g_all), rtol=1e-4, atol=1e-6)
 
 
+def test_bc_on_own_goals_only_clones_the_rows_whose_goal_is_their_own_future(tiny):
+    """actor_bc_on_random_goals=False: BC is -alpha * the mean log-likelihood over the own-goal rows;
+    the random-goal rows' actions do not enter it, and the q term is unchanged."""
+    config = dataclasses.replace(tiny, batch_size=8, alpha=0.5, actor_p_random_goal=0.5)
+    own_only = dataclasses.replace(config, actor_bc_on_random_goals=False)
+    rng = np.random.default_rng(9)
+    batch = {**make_batch(rng, 8), "actor_goal_own": np.array([1, 0, 1, 1, 0, 0, 1, 0], np.float32)}
+    agent = mqe.MQEAgent.create(0, batch, config)
+    _, info = mqe.actor_loss(agent.params, batch, own_only)
+    mean = mqe.Actor(config, 2).apply({"params": agent.params["actor"]}, batch["observations"], batch["actor_goals"])
+    log_prob = -0.5 * np.sum(np.square(batch["actions"] - np.asarray(mean)), axis=-1) - np.log(2 * np.pi)  # std 1, A = 2
+    own = batch["actor_goal_own"] == 1
+    assert float(info["actor/bc_loss"]) == pytest.approx(-0.5 * log_prob[own].mean(), rel=1e-5)
+    assert float(info["actor/q"]) == pytest.approx(float(mqe.actor_loss(agent.params, batch, config)[1]["actor/q"]), rel=1e-6)
+    other_actions = batch["actions"].copy()
+    other_actions[~own] = rng.uniform(-1, 1, size=(int((~own).sum()), 2))
+    loss, _ = mqe.actor_loss(agent.params, batch, own_only)
+    moved, _ = mqe.actor_loss(agent.params, {**batch, "actions": other_actions}, own_only)
+    assert float(moved) == pytest.approx(float(loss), rel=1e-6)  # random-goal rows are not cloned
+    assert float(mqe.actor_loss(agent.params, {**batch, "actions": other_actions}, config)[0]) != pytest.approx(float(loss))
+
+
+def test_bc_on_own_goals_only_needs_some_random_and_some_own_goals(tiny):
+    for p in (0.0, 1.0):
+        with pytest.raises(ValueError, match="needs 0 < actor_p_random_goal < 1"):
+            dataclasses.replace(tiny, actor_p_random_goal=p, actor_bc_on_random_goals=False)
+
+
+def test_the_sampler_marks_own_goals_when_bc_skips_random_ones(tiny):
+    """The registry's sampler adds `actor_goal_own` (1: a future state of the row's own trajectory)
+    exactly when the config keeps BC off random goals, and it is right on every row."""
+    from mqe_model.agents import registry
+    from mqe_model.data.dataset import Dataset
+
+    lengths = [5, 9, 4]
+    terminals = np.concatenate([np.arange(n) == n - 1 for n in lengths])
+    trajectory = np.concatenate([np.full(n, k) for k, n in enumerate(lengths)])
+    position = np.concatenate([np.arange(n) for n in lengths])
+    observations = np.stack([trajectory, position, np.zeros_like(position)], axis=1).astype(np.float32)
+    data = Dataset(observations, np.zeros((len(position), 2), np.float32), terminals)
+    config = dataclasses.replace(tiny, actor_p_random_goal=0.5)
+    plain = registry.make_sampler("mqe", data, config).sample(np.random.default_rng(0), 64)
+    assert "actor_goal_own" not in plain
+    batch = registry.make_sampler("mqe", data, dataclasses.replace(config, actor_bc_on_random_goals=False)
+                                  ).sample(np.random.default_rng(0), 4000)
+    s, g, own = batch["observations"], batch["actor_goals"], batch["actor_goal_own"]
+    assert set(np.unique(own)) == {0.0, 1.0} and own.mean() == pytest.approx(0.5, abs=0.04)
+    future = (g[:, 0] == s[:, 0]) & (g[:, 1] > s[:, 1])
+    assert np.all(future[own == 1])  # an own goal is always a future state of the row's trajectory
+    assert future[own == 0].mean() < 0.5  # random goals mostly are not
+
+
 @pytest.mark.parametrize("heads", mqe.ACTOR_HEADS)
 def test_distance_pairs_score_the_own_goals_action_against_every_goal(tiny, heads):
     """'distances': the action is pi(s_i, g_i) and q the mean of -d((s_i, a_i), g_j) over every (i, j),
