@@ -382,7 +382,8 @@ def test_an_episode_seed_gives_the_same_episode_on_every_call(tmp_path):
 
 def test_sampled_episodes_do_not_depend_on_how_a_task_is_split(tmp_path):
     """Each episode draws its action noise from its own seed: one job of three episodes and three jobs
-    of one give the same episodes (the critic's last distances agree), and they differ from the mean's."""
+    of one give the same episodes (the critic's last distances agree, up to the float rounding of a
+    batch of 3 against 3 of 1), and they differ from the mean's."""
     from mqe_model import checkpoints, evaluation
     from mqe_model.agents.registry import ActionSampling
     from mqe_model.policy import load_policy
@@ -394,7 +395,7 @@ def test_sampled_episodes_do_not_depend_on_how_a_task_is_split(tmp_path):
     whole = evaluation.evaluate_task(env, 1, 3, "mqe", metadata, params, seed=0, selection=sampling)
     parts = [evaluation.evaluate_task(env, 1, 1, "mqe", metadata, params, seed=0, first_episode=first,
                                       selection=sampling) for first in range(3)]
-    assert evaluation.combine(parts)["episode_end_distance"] == whole["episode_end_distance"]
+    assert evaluation.combine(parts)["episode_end_distance"] == pytest.approx(whole["episode_end_distance"], rel=1e-4)
     mean = evaluation.evaluate_task(env, 1, 3, "mqe", metadata, params, seed=0)
     assert np.isfinite(whole["episode_end_distance"]).all()
-    assert not np.allclose(whole["episode_end_distance"], mean["episode_end_distance"])
+    assert not np.allclose(whole["episode_end_distance"], mean["episode_end_distance"], rtol=1e-2)
