@@ -160,11 +160,11 @@ def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metada
         wave = list(range(first, min(first + width, episodes)))
         observations, goals, noise_streams = [], [], []
         for env, episode in zip(envs, wave, strict=False):
-            episode_seed = seed + 1000 * task_id + first_episode + episode
-            observation, info = reset_episode(env, task_id, episode_seed)
+            seed_of_episode = episode_seed(seed, task_id, first_episode + episode)
+            observation, info = reset_episode(env, task_id, seed_of_episode)
             observations.append(prepare(observation))
             goals.append(prepare(info["goal"]))
-            noise_streams.append(np.random.default_rng(episode_seed))  # an episode's draws, however batched
+            noise_streams.append(np.random.default_rng(seed_of_episode))  # an episode's draws, however batched
         # A short last wave is padded with copies: one batch shape, one compilation.
         observations = np.stack(observations + observations[-1:] * (width - len(wave)))
         codes = encode(params, np.stack(goals + goals[-1:] * (width - len(wave))))
@@ -188,8 +188,14 @@ def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metada
             "episode_success": successes.tolist(), "episode_end_distance": end_distances.tolist()}
 
 
-def reset_episode(env: Any, task_id: int, episode_seed: int) -> tuple[Any, dict[str, Any]]:
-    """`env.reset` for one evaluation episode, seeded by `episode_seed`. Beside the seed that `reset`
+def episode_seed(seed: int, task_id: int, episode: int) -> int:
+    """The seed of evaluation episode `episode` (0-based) of task `task_id` in an evaluation seeded
+    `seed` (the trainer's --seed): one formula for every job, and for scripts that replay episodes."""
+    return seed + 1000 * task_id + episode
+
+
+def reset_episode(env: Any, task_id: int, seed: int) -> tuple[Any, dict[str, Any]]:
+    """`env.reset` for one evaluation episode, seeded by `seed` (its `episode_seed`). Beside the seed that `reset`
     takes, OGBench's mazes draw the noise of the start and goal positions from numpy's global state,
     which is seeded here too (and restored afterwards), so a maze episode is the same on every call.
     A manipulation episode starts the same, but its goal observation is not: OGBench settles the goal
@@ -197,9 +203,9 @@ def reset_episode(env: Any, task_id: int, episode_seed: int) -> tuple[Any, dict[
     (OS entropy) on every call, so the goal's arm pose varies. Manipulation evaluations therefore
     reproduce their distribution, not their samples."""
     state = np.random.get_state()  # noqa: NPY002 - the global state OGBench draws from
-    np.random.seed(episode_seed)  # noqa: NPY002
+    np.random.seed(seed)  # noqa: NPY002
     try:
-        return env.reset(seed=episode_seed, options={"task_id": task_id, "render_goal": False})
+        return env.reset(seed=seed, options={"task_id": task_id, "render_goal": False})
     finally:
         np.random.set_state(state)  # noqa: NPY002
 

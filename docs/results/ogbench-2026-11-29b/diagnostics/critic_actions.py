@@ -24,7 +24,7 @@ import numpy as np
 
 from mqe_model import checkpoints
 from mqe_model.agents import mqe, registry
-from mqe_model.evaluation import compiled_policy, make_env, reset_episode
+from mqe_model.evaluation import compiled_policy, episode_seed, make_env, reset_episode
 from mqe_model.ogbench.distances import geodesic_cells
 
 ENV = "pointmaze-giant-stitch-v0"
@@ -72,7 +72,7 @@ def main() -> None:
         for task in range(1, 6):
             goal = index[tuple(maze.task_infos[task - 1]["goal_ij"])]
             for episode in range(args.episodes):
-                observation, info = reset_episode(env, task, metadata.get("train", {}).get("seed", 0) + 1000 * task + episode)
+                observation, info = reset_episode(env, task, episode_seed(metadata.get("train", {}).get("seed", 0), task, episode))
                 code = encode(params, np.asarray(info["goal"], np.float32)[None])
                 for t in range(1000):
                     obs = np.asarray(observation, np.float32)[None]

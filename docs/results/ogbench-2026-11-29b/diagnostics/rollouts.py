@@ -25,15 +25,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from mqe_model import checkpoints  # noqa: E402
-from mqe_model.evaluation import compiled_policy, make_env, reset_episode  # noqa: E402
+from mqe_model.evaluation import compiled_policy, episode_seed, make_env, reset_episode  # noqa: E402
 from mqe_model.ogbench.distances import critic_distances, geodesic_cells, load_run  # noqa: E402
 
 ENV = "pointmaze-giant-stitch-v0"
 
 
-def rollout(env, task: int, episode_seed: int, encode, policy, params) -> tuple[np.ndarray, bool]:
+def rollout(env, task: int, seed: int, encode, policy, params) -> tuple[np.ndarray, bool]:
     """The episode's xy path and whether it succeeded."""
-    observation, info = reset_episode(env, task, episode_seed)
+    observation, info = reset_episode(env, task, seed)
     code = encode(params, np.asarray(info["goal"], np.float32)[None])
     path, done = [np.asarray(observation[:2])], False
     while not done:
@@ -82,7 +82,7 @@ def main() -> None:
             ends = collections.Counter()
             stuck, successes = [], 0
             for episode in range(args.episodes):
-                path, success = rollout(env, task, metadata.get("train", {}).get("seed", 0) + 1000 * task + episode,
+                path, success = rollout(env, task, episode_seed(metadata.get("train", {}).get("seed", 0), task, episode),
                                         encode, policy, params)
                 paths[(task, k, episode)] = (path, success)
                 successes += success
