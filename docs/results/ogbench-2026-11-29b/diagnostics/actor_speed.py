@@ -15,11 +15,10 @@ import argparse
 import json
 from pathlib import Path
 
-import jax
 import numpy as np
+import vmapped_run  # this folder's shared loader (the script's own folder is on sys.path)
 
-from mqe_model import checkpoints
-from mqe_model.evaluation import compiled_policy, make_env
+from mqe_model.evaluation import make_env
 from mqe_model.ogbench.distances import geodesic_cells
 
 ENV = "pointmaze-giant-stitch-v0"
@@ -32,12 +31,8 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--pairs", type=int, default=4000)
     args = parser.parse_args()
-    step_dir = checkpoints.resolve_step_dir(args.run)
-    metadata = checkpoints.read_metadata(step_dir)
-    all_params = checkpoints.restore_params(step_dir)
-    seeds = int(metadata.get("num_seeds", 1))
-    encode, policy = compiled_policy("mqe", json.dumps({k: metadata[k] for k in ("config", "action_stats")},
-                                                       sort_keys=True))
+    run = vmapped_run.load(args.run)
+    metadata, encode, policy = run.metadata, run.encode, run.policy
     maze = make_env(ENV).unwrapped
     free, geo = geodesic_cells(maze.maze_map)
     rng = np.random.default_rng(0)
@@ -55,8 +50,7 @@ def main() -> None:
     distance = geo[starts, goals]
     report = {"env": ENV, "step": int(metadata["step"]), "pairs": int(len(starts)), "bins": []}
     lengths, cosines = [], []
-    for k in range(seeds):
-        params = jax.tree_util.tree_map(lambda x, k=k: x[k], all_params) if seeds > 1 else all_params
+    for params in run.seed_params:
         actions = np.asarray(policy(params, obs, encode(params, goal_obs))[0])
         norm = np.linalg.norm(actions, axis=1)
         lengths.append(norm)

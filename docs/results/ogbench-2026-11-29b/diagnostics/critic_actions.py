@@ -21,10 +21,10 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import vmapped_run  # this folder's shared loader (the script's own folder is on sys.path)
 
-from mqe_model import checkpoints
 from mqe_model.agents import mqe, registry
-from mqe_model.evaluation import compiled_policy, episode_seed, make_env, reset_episode
+from mqe_model.evaluation import episode_seed, make_env, reset_episode
 from mqe_model.ogbench.distances import geodesic_cells
 
 ENV = "pointmaze-giant-stitch-v0"
@@ -39,13 +39,9 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=32)
     parser.add_argument("--spread", type=float, default=0.3)
     args = parser.parse_args()
-    step_dir = checkpoints.resolve_step_dir(args.run)
-    metadata = checkpoints.read_metadata(step_dir)
-    all_params = checkpoints.restore_params(step_dir)
-    seeds = int(metadata.get("num_seeds", 1))
+    run = vmapped_run.load(args.run)
+    metadata, encode, policy = run.metadata, run.encode, run.policy
     config = registry.config_from_json("mqe", metadata["config"])
-    encode, policy = compiled_policy("mqe", json.dumps({k: metadata[k] for k in ("config", "action_stats")},
-                                                       sort_keys=True))
     critic = mqe.Critic(config)
     selection = registry.CriticSelection(args.candidates, args.spread)
     offsets = np.array(selection.spread * jax.random.normal(jax.random.PRNGKey(selection.seed),
@@ -67,8 +63,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     rows = {"actor": [], "critic_best": [], "random_candidate": []}
     best_is_actor = []
-    for k in range(seeds):
-        params = jax.tree_util.tree_map(lambda x, k=k: x[k], all_params) if seeds > 1 else all_params
+    for k, params in enumerate(run.seed_params):
         for task in range(1, 6):
             goal = index[tuple(maze.task_infos[task - 1]["goal_ij"])]
             for episode in range(args.episodes):

@@ -17,15 +17,14 @@ import collections
 import json
 from pathlib import Path
 
-import jax
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import vmapped_run  # noqa: E402 - this folder's shared loader (the script's own folder is on sys.path)
 
-from mqe_model import checkpoints  # noqa: E402
-from mqe_model.evaluation import compiled_policy, episode_seed, make_env, reset_episode  # noqa: E402
+from mqe_model.evaluation import episode_seed, make_env, reset_episode  # noqa: E402
 from mqe_model.ogbench.distances import critic_distances, geodesic_cells, load_run  # noqa: E402
 
 ENV = "pointmaze-giant-stitch-v0"
@@ -50,12 +49,8 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--episodes", type=int, default=10)
     args = parser.parse_args()
-    step_dir = checkpoints.resolve_step_dir(args.run)
-    metadata = checkpoints.read_metadata(step_dir)
-    all_params = checkpoints.restore_params(step_dir)
-    seeds = int(metadata.get("num_seeds", 1))
-    encode, policy = compiled_policy("mqe", json.dumps({k: metadata[k] for k in ("config", "action_stats")},
-                                                       sort_keys=True))
+    run = vmapped_run.load(args.run)
+    metadata, encode, policy = run.metadata, run.encode, run.policy
     env = make_env(ENV)
     maze = env.unwrapped
     free, geo = geodesic_cells(maze.maze_map)
@@ -77,8 +72,7 @@ def main() -> None:
         fields = critic_distances(config, critic_params, cells, np.repeat(cells[goal][None], len(free), 0))
         entry = {"task": task, "start_cell": list(info["init_ij"]), "goal_cell": list(info["goal_ij"]),
                  "geodesic_cells": float(geo[index[tuple(info["init_ij"])], goal]), "seeds": []}
-        for k in range(seeds):
-            params = jax.tree_util.tree_map(lambda x, k=k: x[k], all_params) if seeds > 1 else all_params
+        for k, params in enumerate(run.seed_params):
             ends = collections.Counter()
             stuck, successes = [], 0
             for episode in range(args.episodes):
