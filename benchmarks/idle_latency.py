@@ -129,13 +129,14 @@ def after_gap(act: Callable[[], None], gap_s: float, calls: int) -> float:
 
 
 @contextlib.contextmanager
-def spinning(count: int) -> Iterator[None]:
-    """`count` busy processes at the lowest priority for the duration of the block."""
+def spinning(count: int) -> Iterator[list[subprocess.Popen]]:
+    """`count` busy processes at the lowest priority for the duration of the block (yielded; killed
+    and reaped when it ends)."""
     code = "import os\nos.nice(19)\nwhile True:\n    pass\n"
     procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(count)]
     try:
         time.sleep(0.5)
-        yield
+        yield procs
     finally:
         for proc in procs:
             proc.kill()

@@ -1,0 +1,43 @@
+"""benchmarks.idle_latency on the CPU with the bundled demo policy: every table row; the spinners."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from benchmarks import idle_latency
+
+DEMO = Path(__file__).resolve().parents[2] / "mqe_model" / "demo" / "checkpoint"
+
+
+def test_prints_each_keeper_and_gap_with_its_ratio_and_leaves_no_spinner(capsys):
+    args = ["--checkpoint", str(DEMO), "--hz", "50", "--calls", "5", "--kinds", "act", "tiny",
+            "--periods-ms", "5", "--gaps-ms", "0", "1", "--gap-calls", "3", "--spinners", "1"]
+    assert idle_latency.main(args) == 0
+    out = capsys.readouterr().out
+    keepers = re.findall(r"^\s+(none|act|tiny)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)%", out, re.M)
+    assert [(k, int(p)) for k, p, *_ in keepers] == [("none", 0), ("act", 5), ("tiny", 5)]
+    assert float(keepers[0][4]) == 1.0 and float(keepers[0][5]) == 0.0  # no keeper: ratio 1, no duty
+    assert all(float(duty) > 0 for *_, duty in keepers[1:])
+    gaps = re.findall(r"gap\s+([\d.]+) ms:\s+([\d.]+)\s+\(([\d.]+)x the first gap\)\s+spinners\s+([\d.]+)", out)
+    assert [float(g) for g, *_ in gaps] == [0.0, 1.0] and float(gaps[0][2]) == 1.0
+
+
+def test_spinners_run_inside_the_block_at_the_lowest_priority_and_are_gone_after_it():
+    with idle_latency.spinning(2) as procs:
+        assert len(procs) == 2 and all(proc.poll() is None for proc in procs)
+        assert all(int(Path(f"/proc/{proc.pid}/stat").read_text().split()[18]) == 19 for proc in procs)  # nice
+    assert all(proc.poll() is not None for proc in procs)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--hz", "0"], "--hz and --periods-ms must be > 0"),
+    (["--gap-calls", "1"], "--gap-calls must be >= 3"),
+    (["--kinds", "spin"], "unknown --kinds ['spin']"),
+])
+def test_bad_arguments_are_one_line_and_exit_2(capsys, args, message):
+    assert idle_latency.main(["--checkpoint", str(DEMO), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
