@@ -8,7 +8,7 @@ A lone robot at 5 Hz leaves the server idle for ~200 ms between requests, and it
 its clocks when idle, or the host's caches and the act's dispatch path go cold. This benchmark
 tells them apart by timing paced acts while a keeper thread, between them, every `--periods-ms`:
 - `act`: runs the same compiled act on a blank observation (warms the whole path: host code,
-  dispatch, the GPU's clocks), as `mqe-serve --keep-warm-ms` does;
+  dispatch, the GPU's clocks), as a keep-warm loop in the server would (not built: it does not help);
 - `tiny`: runs one tiny jitted kernel (keeps the GPU's clocks up, little else).
 The keeper and the timed act share a lock, so a request that arrives while the keeper runs waits
 for it, as it would in the server; each paced call sleeps a jittered period so its phase against
