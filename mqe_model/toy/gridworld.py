@@ -181,16 +181,13 @@ def train_and_evaluate(config: GridworldConfig) -> GridworldResult:
     import jax.numpy as jnp
     from scipy.stats import spearmanr
 
-    from mqe_model.agents import mqe
-    from mqe_model.data.sampling import GoalSampler, SamplerConfig
+    from mqe_model.agents import mqe, registry
 
     maze = GridMaze()
     rng = np.random.default_rng(config.seed)
     data = random_walk_dataset(maze, rng, config.episodes, config.episode_length)
     agent_config = config.agent_config()
-    sampler = GoalSampler(
-        data, SamplerConfig(agent_config.gamma, agent_config.lam, agent_config.p_next)
-    )
+    sampler = registry.make_sampler("mqe", data, agent_config)  # the trainer's: --set sampler fields apply
     k = config.updates_per_dispatch
 
     def stacked_batches() -> dict:

@@ -55,3 +55,20 @@ def test_bad_overrides_and_goal_sets_are_refused_before_training():
     with pytest.raises(ValueError, match=r"need 1 <= near \(12\) < far \(12\)"):
         GridworldConfig(near=12)
     assert GridworldConfig(set=("actor_goal_pairs=distances",)).agent_config().actor_goal_pairs == "distances"
+
+
+def test_sampler_overrides_reach_the_toys_batches(monkeypatch):
+    """The toy samples with the trainer's sampler, so --set actor_p_random_goal and its BC switch apply
+    (it used to build a sampler of its own that dropped them)."""
+    from mqe_model.agents import mqe
+    from mqe_model.toy import gridworld
+
+    seen = []
+    update_many = mqe.MQEAgent.update_many
+    monkeypatch.setattr(mqe.MQEAgent, "update_many",
+                        lambda self, batches: (seen.append(sorted(batches)), update_many(self, batches))[1])
+    config = GridworldConfig(steps=10, updates_per_dispatch=5, episodes=20, episode_length=6,
+                             set=("actor_p_random_goal=0.5", "actor_bc_on_random_goals=false"))
+    result = gridworld.train_and_evaluate(config)
+    assert seen and all("actor_goal_own" in keys for keys in seen)
+    assert 0.0 <= result.policy_success_far <= 1.0
