@@ -9,7 +9,9 @@ rates the actor's action and `--candidates - 1` perturbations of it (std `--spre
 actor's objective. At each such state it records, for the actor's action, the critic's best and a
 random one of the candidates: the action's length (L2 norm, normalized units = the environment's),
 and its cosine with the maze's shortest-path direction (from the agent's position towards the centre
-of the next cell on a shortest path to the goal cell). Writes `critic_actions.json` with the means.
+of the next cell on a shortest path to the goal cell). With `--same-length` every candidate is first
+rescaled to the actor's action's length, so the critic can only choose a direction. Writes
+`critic_actions.json` (or `critic_actions-same-length.json`) with the means.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=10)
     parser.add_argument("--candidates", type=int, default=32)
     parser.add_argument("--spread", type=float, default=0.3)
+    parser.add_argument("--same-length", action="store_true",
+                        help="rescale every candidate to the actor's action's length: direction only")
     args = parser.parse_args()
     run = vmapped_run.load(args.run)
     metadata, encode, policy = run.metadata, run.encode, run.policy
@@ -79,6 +83,10 @@ def main() -> None:
                         way = np.asarray(maze.ij_to_xy(tuple(free[nxt]))) - observation[:2]
                         way /= np.linalg.norm(way) + 1e-9
                         candidates = np.clip(action[None] + offsets, -1.0, 1.0).astype(np.float32)
+                        if args.same_length:
+                            lengths = np.linalg.norm(candidates, axis=1, keepdims=True)
+                            candidates = np.clip(candidates * np.linalg.norm(action) / np.maximum(lengths, 1e-9),
+                                                 -1.0, 1.0).astype(np.float32)
                         d = np.asarray(rated(params, obs, code, candidates))
                         best = int(np.argmin(d))
                         best_is_actor.append(best == 0)
@@ -91,13 +99,15 @@ def main() -> None:
                         break
         print(f"seed {k}: {len(best_is_actor)} states so far", flush=True)
     report = {"env": ENV, "step": int(metadata["step"]), "spread": args.spread, "candidates": args.candidates,
+              "same_length": args.same_length,
               "states": len(best_is_actor), "critic_keeps_the_actors_action": float(np.mean(best_is_actor))}
     for name, values in rows.items():
         v = np.asarray(values)
         report[name] = {"mean_length": float(v[:, 0].mean()), "mean_cosine_to_shortest_path": float(v[:, 1].mean()),
                         "share_at_least_0.5_cosine": float((v[:, 1] >= 0.5).mean())}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "critic_actions.json").write_text(json.dumps(report, indent=1) + "\n")
+    name = "critic_actions-same-length.json" if args.same_length else "critic_actions.json"
+    (args.out / name).write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps(report, indent=1))
 
 
