@@ -87,14 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     tiny = tiny_kernel(device)
     for _ in range(20):
         act()
-    back_to_back = []
-    for _ in range(100):
-        start = time.perf_counter()
-        act()
-        back_to_back.append((time.perf_counter() - start) * 1e3)
+    back_to_back = after_gap(act, 0.0, 100)
     print(f"{runtime.policy.agent_name} checkpoint {checkpoint}, batch 1, encoders "
           f"{'stacked' if stack else 'separate'}, on {device.device_kind} ({device.platform}), jax {jax.__version__}")
-    print(f"act back to back: p50 {np.median(back_to_back):.3f} ms")
+    print(f"act back to back: p50 {back_to_back:.3f} ms")
     print(f"{'keeper':>8} {'period ms':>9} {'act p50 ms':>10} {'p90 ms':>8} {'p50 / none':>10} {'keeper duty':>11}")
     settings = [("none", 0.0)] + [(kind, period) for kind in args.kinds for period in args.periods_ms]
     none_p50 = None

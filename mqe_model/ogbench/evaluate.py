@@ -81,7 +81,9 @@ def load_checkpoint(path: Path, selection: Any) -> tuple[Path, dict[str, Any], A
     metadata = checkpoints.read_metadata(step_dir)
     if metadata.get("image") is not None:
         raise EvalError(f"{step_dir}: an image policy; OGBench's state-based environments need a state policy")
-    if getattr(selection, "candidates", None) and metadata["agent"] != "mqe":
+    from mqe_model.agents.registry import CriticSelection
+
+    if isinstance(selection, CriticSelection) and metadata["agent"] != "mqe":
         raise EvalError(f"{step_dir}: agent {metadata['agent']!r}; --critic-candidates needs an MQE run")
     return step_dir, metadata, checkpoints.restore_params(step_dir)
 
@@ -142,9 +144,11 @@ def evaluate(cfg: EvalConfig, command: str = "") -> dict[str, Any]:
 
 def policy_description(selection: Any) -> str:
     """Which action rule the report scored, in words."""
+    from mqe_model.agents.registry import ActionSampling
+
     if selection is None:
         return "actor (OGBench protocol: deterministic actions)"
-    if hasattr(selection, "temperature"):
+    if isinstance(selection, ActionSampling):
         return (f"actor sampled at temperature {selection.temperature:g}: clip(mean + {selection.temperature:g} x std x "
                 "noise) (diagnostic, not OGBench's protocol)")
     return (f"critic's {selection.pick} of {selection.candidates}: the actor's action and {selection.candidates - 1} "
