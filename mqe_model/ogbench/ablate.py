@@ -55,7 +55,8 @@ class Variant:
 
 
 def parse_variants(items: tuple[str, ...], agent: str, preset: str, common: tuple[str, ...]) -> list[Variant]:
-    """`NAME=OVERRIDES` items as Variants; each variant's overrides must build a valid agent config."""
+    """`NAME=OVERRIDES` items as Variants; each variant's overrides, after `common` (the protocol's
+    overrides for the dataset, then `--set`, as the runs will apply them), must build a valid agent config."""
     if len(items) < 2:
         raise ReproduceError("--variants: give at least two NAME=OVERRIDES, the first being the baseline "
                              "(e.g. --variants default= lam099=lam=0.99)")
@@ -173,7 +174,10 @@ def ablate(cfg: AblateConfig) -> dict[str, str]:
     """Train every variant, write each row and the comparison; returns the failures by variant."""
     if cfg.out is not None:
         raise ReproduceError("--out names one row; an ablation writes one per variant, under --runs-dir/NAME")
-    variants = parse_variants(cfg.variants, cfg.agent, cfg.preset, cfg.set)  # before any work
+    # Checked before any work, against the settings the runs will get: a stitch dataset's random actor
+    # goals, for one, make variants valid that the bare config would refuse.
+    common = (*reproduce.protocol_overrides(cfg.agent, reproduce.dataset_name(cfg)), *cfg.set)
+    variants = parse_variants(cfg.variants, cfg.agent, cfg.preset, common)
     dataset, data, generated_by = reproduce.prepare(cfg)
     groups = reproduce.seed_groups(list(cfg.seeds), cfg.vmap_seeds, 1)
     configs = {v.name: cfg.for_variant(v) for v in variants}

@@ -418,11 +418,15 @@ def train_groups(cfg: ReproduceConfig, dataset: str, data: Path,
     return [future.result() for future in futures]
 
 
+def dataset_name(cfg: ReproduceConfig) -> str:
+    """The dataset's versioned name (no work; an unknown dataset to generate raises GenerateError)."""
+    return generate.dataset_spec(cfg.dataset).name if cfg.data is None else generate.versioned_name(cfg.dataset)
+
+
 def prepare(cfg: ReproduceConfig) -> tuple[str, Path, str | None]:
     """The dataset's versioned name, the data file (generated if missing) and the generation command
     when it was generated now; an unknown dataset or one that cannot be evaluated fails before any work."""
-    dataset = (generate.dataset_spec(cfg.dataset).name if cfg.data is None
-               else generate.versioned_name(cfg.dataset))
+    dataset = dataset_name(cfg)
     protocol_overrides(cfg.agent, dataset)
     from mqe_model.evaluation import EvaluationUnavailable, make_env
 

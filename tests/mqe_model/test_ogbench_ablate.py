@@ -56,6 +56,19 @@ def test_bad_variants_are_one_line_before_any_work(tmp_path, capsys, variants, m
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize(("dataset", "accepted"), [("pointmaze-giant-stitch", True),
+                                                  ("pointmaze-giant-navigate", False)])
+def test_variants_are_checked_with_the_datasets_protocol_settings(tmp_path, capsys, dataset, accepted):
+    # BC on own-trajectory goals only needs random actor goals, which the protocol gives stitch datasets
+    # alone: there the variant passes the check and the run stops later, at the missing data file.
+    code = ablate.main([dataset, "--data", str(tmp_path / "missing.npz"), "--runs-dir", str(tmp_path / "runs"),
+                        "--variants", "default=", "ownbc=actor_bc_on_random_goals=false"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert ("missing.npz: no such file" in err) == accepted
+    assert ("--variants 'ownbc=actor_bc_on_random_goals=false'" in err) == (not accepted)
+
+
 def test_out_is_refused(tmp_path, capsys):
     assert ablate.main(["scene-play", "--out", str(tmp_path / "row"), "--variants", "a=", "b="]) == 2
     assert "an ablation writes one per variant" in capsys.readouterr().err
