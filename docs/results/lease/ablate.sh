@@ -7,6 +7,8 @@
 # benchmarks.profile_train_step ..."), those run first, alone on GPU BENCH_GPU (default 1), while the
 # data is generated (at most 360 s; output in logs/bench.txt), and the ablation starts once both are
 # done: one process per GPU. TOOL=reproduce runs `mqe-ogbench-repro DATASET ARGS...` (a table row) instead.
+# RUNS=NAME puts the runs under /tmp/sweep/NAME (default runs): a second run of the same dataset and agent
+# in one lease needs its own, or it finds the first one's checkpoints (poll.sh reads every runs*).
 DATASET=${1:?usage: ablate.sh DATASET ABLATE-ARGS...}; shift
 bash docs/results/lease/setup.sh
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 JAX_COMPILATION_CACHE_DIR=/tmp/sweep/jax-cache
@@ -20,6 +22,6 @@ while [ ! -f $W/data/$DATASET.json ] || { [ -n "$BENCH_PID" ] && kill -0 $BENCH_
 date +%T; tail -1 $W/logs/data-$DATASET.log | cut -c1-300
 [ -f $W/logs/bench.txt ] && grep -v Warning $W/logs/bench.txt | tail -40
 TOOL=${TOOL:-ablate}; [ "$TOOL" = ablate ] || [ "$TOOL" = reproduce ] || { echo "TOOL must be ablate or reproduce"; exit 2; }
-setsid nohup python3 -m mqe_model.ogbench.$TOOL $DATASET "$@" --data $W/data/$DATASET.npz --runs-dir $W/runs \
+setsid nohup python3 -m mqe_model.ogbench.$TOOL $DATASET "$@" --data $W/data/$DATASET.npz --runs-dir $W/${RUNS:-runs} \
   --no-progress > $W/logs/ablate.log 2>&1 < /dev/null &
 bash /tmp/repo/docs/results/lease/poll.sh $(( ${POLL:-570} - SECONDS ))

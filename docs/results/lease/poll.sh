@@ -8,7 +8,7 @@ W=/tmp/sweep; end=$(( $(date +%s) + $1 ))
 while [ $(date +%s) -lt $end ] && pgrep -f "mqe_model.(ogbench|train)" > /dev/null; do sleep 5; done
 date +%T; uptime; nvidia-smi --query-gpu=utilization.gpu,memory.used,clocks.sm --format=csv,noheader
 tail -4 $W/logs/ablate.log | cut -c1-400
-for m in $W/runs/*/*/*/seed*/metrics.jsonl $W/runs/*/*/seed*/metrics.jsonl; do
+for m in $W/runs*/*/*/*/seed*/metrics.jsonl $W/runs*/*/*/seed*/metrics.jsonl; do
   [ -f $m ] || continue
   python3 - "$m" <<'PY'
 import json, sys
@@ -20,13 +20,13 @@ print(sys.argv[1].split("/")[-5], sys.argv[1].split("/")[-2], "step", last[0]["s
       "steps/s", round(last[0]["perf/steps_per_s"]) if last else None, "evals", evals, crit)
 PY
 done
-cat $W/runs/*-ablation.md 2>/dev/null
-for f in $W/runs/*/*/*/*.log; do [ -f $f ] && grep -iE "error|traceback" $f | tail -3; done
+cat $W/runs*/*-ablation.md 2>/dev/null
+for f in $W/runs*/*/*/*/*.log; do [ -f $f ] && grep -iE "error|traceback" $f | tail -3; done
 tar czf $OUT/sweep.tgz -C $W --exclude=checkpoints --exclude=data --exclude=jax-cache .
 if [ -n "$2" ]; then
-  for c in $W/runs/*/*/seed*/checkpoints/$2 $W/runs/*/*/*/seed*/checkpoints/$2; do
+  for c in $W/runs*/*/*/seed*/checkpoints/$2 $W/runs*/*/*/*/seed*/checkpoints/$2; do
     [ -d $c ] || continue
-    n=$(echo ${c%/checkpoints/*} | sed "s|$W/runs/||; s|/|-|g")
+    n=$(echo ${c%/checkpoints/*} | sed "s|$W/||; s|/|-|g")
     tar czf - -C ${c%/checkpoints/*} checkpoints/$2/params checkpoints/$2/metadata | split -b 15M - $OUT/params-$n-$2.tgz.
   done
   ls -la $OUT
