@@ -10,6 +10,9 @@ For every ordered pair (cell, goal cell) of pointmaze-giant's free cells, at the
   centre of some shortest-route neighbour is at least `--aim` (0.7: within ~45 degrees).
 Pairs are split by what the maze asks: "direct" when some shortest-route neighbour lies towards the
 goal in the plane (cosine > 0 with the straight line), "detour" when every one lies away from it.
+For each evaluation task, also two walks over the cells from its start: one always moving to the
+critic's choice, one to the neighbour the actor's action points at most; each reaches the goal or
+loops (enters a cell twice): does following either alone solve the task at the level of cells?
 Writes `local_choices.json` (rates per split, per geodesic bin and per seed, and per evaluation task
 along its shortest route) and `local_choices-taskN-map.txt` (the maze as text for one task's goal:
 each cell's geodesic, the critic's choice right or not, the actor's direction), and prints them.
@@ -69,10 +72,11 @@ def main() -> None:
     route_dirs = [unit(centre[[m for m in neighbours[s] if geo[m, g] == geo[s, g] - 1]] - centre[s])
                   for s, g in zip(src, dst, strict=True)]
     detour = np.array([np.max(r @ t) <= 0 for r, t in zip(route_dirs, straight, strict=True)])
-    actor_right, actor_straight = [], []
+    actor_right, actor_straight, aims = [], [], []
     for params in run.seed_params:
         actions = np.asarray(run.policy(params, states[src], run.encode(params, states[dst]))[0])
         aim = unit(actions)
+        aims.append(aim)
         actor_right.append([np.max(r @ a) >= args.aim for r, a in zip(route_dirs, aim, strict=True)])
         actor_straight.append(np.sum(aim * straight, axis=1) >= args.aim)
     actor_right, actor_straight = np.array(actor_right), np.array(actor_straight)
@@ -96,6 +100,14 @@ def main() -> None:
 
     pair_index = {(s, t): k for k, (s, t) in enumerate(zip(src.tolist(), dst.tolist(), strict=True))}
     index = {tuple(c): k for k, c in enumerate(free.tolist())}
+    def critic_step(cell: int, goal: int, seed: int) -> int:  # the neighbour nearest the goal by d
+        near = neighbours[cell]
+        return int(near[np.argmin(d[seed, near, goal])])
+
+    def actor_step(cell: int, goal: int, seed: int) -> int:  # the neighbour the action points at most
+        near = neighbours[cell]
+        return int(near[np.argmax(unit(centre[near] - centre[cell]) @ aims[seed][pair_index[(cell, goal)]])])
+
     report["tasks"] = []
     for task, info in enumerate(maze.task_infos, start=1):
         start, goal = index[tuple(info["init_ij"])], index[tuple(info["goal_ij"])]
@@ -110,15 +122,29 @@ def main() -> None:
                                        for k in range(len(actor_right))],
                  "critic_wrong_cells": [[free[route[i]].tolist() for i in np.flatnonzero(~critic_right[k, rows])]
                                         for k in range(len(critic_right))]}
+        for who, step in (("critic", critic_step), ("actor", actor_step)):
+            entry[f"{who}_walk"] = [cell_walk(start, goal, k, step, free) for k in range(len(d))]
         report["tasks"].append(entry)
         print(f"task {task}: {entry['route_cells']} cells, {entry['detour_cells']} of them detours; critic right "
-              f"{entry['critic_right']}, actor right {entry['actor_right']}")
+              f"{entry['critic_right']}, actor right {entry['actor_right']}; walks reach the goal: critic "
+              f"{[w['reached'] for w in entry['critic_walk']]}, actor {[w['reached'] for w in entry['actor_walk']]}")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "local_choices.json").write_text(json.dumps(report, indent=1) + "\n")
     info = maze.task_infos[args.map_task - 1]
     grid = task_map(maze, free, geo, d[0], run, index[tuple(info["goal_ij"])])
     (args.out / f"local_choices-task{args.map_task}-map.txt").write_text(grid)
     print(grid)
+
+
+def cell_walk(start: int, goal: int, seed: int, step, free: np.ndarray) -> dict:
+    """Follow `step(cell, goal, seed) -> next cell` from start: whether it reaches the goal, its moves, and
+    where it loops (the first cell entered twice) when it does not."""
+    walk = [start]
+    while walk[-1] != goal:
+        walk.append(step(walk[-1], goal, seed))
+        if walk[-1] in walk[:-1]:
+            return {"reached": False, "moves": len(walk) - 1, "loops_at": free[walk[-1]].tolist()}
+    return {"reached": True, "moves": len(walk) - 1, "loops_at": None}
 
 
 def task_map(maze, free: np.ndarray, geo: np.ndarray, d_seed: np.ndarray, run, goal: int) -> str:
