@@ -13,6 +13,6 @@ for run in ${1:-/tmp/sweep/runs*/*/*/mqe/seed* /tmp/sweep/runs*/*/mqe/seed*}; do
   for tool in wall_leak local_choices; do
     python3 $D/$tool.py $run /tmp/diag/$name > /tmp/diag/$name-$tool.txt 2>&1 || { echo "$name $tool failed:"; tail -3 /tmp/diag/$name-$tool.txt; }
   done
-  echo "== $name"; grep -E "^(direct|detour)  1-60|^task|pooled" /tmp/diag/$name-*.txt | cut -d: -f2- | cut -c1-220
+  echo "== $name"; grep -E "^(all|direct|detour) +1-60|^walks|^task|pooled" /tmp/diag/$name-*.txt | cut -d: -f2- | cut -c1-220
 done
 tar czf $OUT/diag.tgz -C /tmp diag
