@@ -48,13 +48,13 @@ def unit(v: np.ndarray) -> np.ndarray:
 
 def action_distances(config, critic_params, observations: np.ndarray, actions: np.ndarray,
                      goals: np.ndarray) -> np.ndarray:
-    """(seeds, B) d((s, a), g) for each seed's critic, the head the actor's q uses."""
+    """(seeds, B) d((s, a), g) in environment steps for each seed's critic, the head the actor's q uses."""
     critic = Critic(config)
 
     def one(params):
         phi = critic.apply({"params": params}, observations, actions, method=Critic.phi)
         psi = critic.apply({"params": params}, goals, method=Critic.psi)
-        return actor_distance(phi, psi, config)
+        return actor_distance(phi, psi, config) / config.step_scale
 
     return np.asarray(jax.jit(jax.vmap(one))(critic_params))
 
@@ -122,6 +122,14 @@ def main() -> None:
     g = geo[src, dst]
     report = {"env": ENV, "step": int(run.metadata["step"]), "pairs": int(len(src)),
               "action_length": args.action_length, "choices": [], "walks_all_pairs": [], "tasks": []}
+    # How much each rule's distance moves over a pair's candidates (steps): the neighbouring states'
+    # d against the four aims' d at one state.
+    spread = {rule: np.array([[np.ptp(scores[rule][seed, bounds[k]:bounds[k + 1]]) for k in range(len(src))]
+                              for seed in range(seeds)]) for rule in ("state", "action")}
+    report["candidate_spread_steps"] = {rule: {"median": float(np.median(v)), "mean": float(v.mean())}
+                                        for rule, v in spread.items()}
+    print("spread of d over a pair's candidates, steps (median, mean): " + ", ".join(
+        f"{rule} {np.median(v):.1f}, {v.mean():.1f}" for rule, v in spread.items()))
     for split, rows in (("all", np.ones_like(detour)), ("direct", ~detour), ("detour", detour)):
         for low, high in ((1, 60), *BINS):
             inside = rows & (g >= low) & (g <= high)
