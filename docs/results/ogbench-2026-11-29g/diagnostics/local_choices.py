@@ -86,9 +86,11 @@ def main() -> None:
     centre = np.array([maze.ij_to_xy(tuple(c)) for c in free], np.float32)
     states = np.zeros((n, *run.metadata["observation"]["shape"]), np.float32)
     states[:, :2] = centre
-    src, dst = (a.reshape(-1) for a in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
-    keep = geo[src, dst] >= 1
-    src, dst = src[keep], dst[keep]
+    every_src, every_dst = (a.reshape(-1) for a in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
+    # The critic's d between every two cells once per seed; the pairs scored are those of distinct cells.
+    d = critic_distances(config, critic_params, states[every_src], states[every_dst]).reshape(seeds, n, n)
+    keep = geo[every_src, every_dst] >= 1
+    src, dst = every_src[keep], every_dst[keep]
     pair_index = {(s, t): k for k, (s, t) in enumerate(zip(src.tolist(), dst.tolist(), strict=True))}
     neighbours = [np.flatnonzero(geo[c] == 1) for c in range(n)]
     # Rows (pair, neighbour): the candidates every rule chooses among.
@@ -96,8 +98,6 @@ def main() -> None:
     cand_cell = np.concatenate([neighbours[s] for s in src])
     cand_dir = unit(centre[cand_cell] - centre[src[cand_pair]])
 
-    every_src, every_dst = (a.reshape(-1) for a in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
-    d = critic_distances(config, critic_params, states[every_src], states[every_dst]).reshape(seeds, n, n)
     scores = {"state": -d[:, cand_cell, dst[cand_pair]],
               "action": -action_distances(config, critic_params, states[src[cand_pair]],
                                           (args.action_length * cand_dir).astype(np.float32), states[dst[cand_pair]])}

@@ -20,6 +20,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import mujoco
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ogbench-2026-11-29b" / "diagnostics"))
@@ -29,8 +30,6 @@ ENV = "pointmaze-giant-stitch-v0"
 
 def candidate_ends(model, data, position: np.ndarray, actions: np.ndarray, horizon: int) -> np.ndarray:
     """Positions after holding each action for `horizon` steps from `position` (pointmaze's step)."""
-    import mujoco
-
     ends = np.empty_like(actions)
     for k, action in enumerate(actions):
         data.qpos[:] = position
@@ -46,7 +45,6 @@ def run_seed(job: tuple[str, int, int, int, int]) -> dict:
     """Success per task of seed `seed`'s lookahead and actor-only episodes."""
     run_dir, seed, episodes, directions, horizon = job
     import jax
-    import mujoco
     import vmapped_run
 
     from mqe_model.agents.mqe import state_goal_distance
