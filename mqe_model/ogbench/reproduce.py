@@ -384,7 +384,8 @@ def summarize(cfg: ReproduceConfig, dataset: str, data: Path, generated_by: str 
 
 
 def markdown_row(row: dict[str, Any]) -> str:
-    """One Markdown table line: dataset, agent, ours, paper, seeds, steps, MuJoCo, time per run."""
+    """One Markdown table line: dataset, agent, ours, paper, seeds, steps, MuJoCo, time per run and the
+    `--set` overrides beyond the protocol (a row trained with other settings must say so)."""
     sem = f" ± {row['success_sem']:.1f}" if row["success_sem"] is not None else ""
     paper = f"{row['paper']['mean']:.1f} ± {row['paper']['sem']:.1f}" if row["paper"] else "—"
     settings = row["data"]["settings"] or {}
@@ -396,12 +397,12 @@ def markdown_row(row: dict[str, Any]) -> str:
         duration += f", runs on {len(row['gpus'])} GPUs at once"
     return (f"| {row['dataset']} | {row['agent']} | {row['success_mean']:.1f}{sem} | {paper} | "
             f"{len(row['seeds'])} | {row['steps']} | {settings.get('mujoco_version', 'official file')} | "
-            f"{duration} |")
+            f"{duration} | {' '.join(row.get('overrides') or []) or '—'} |")
 
 
 MARKDOWN_HEADER = ("| dataset | agent | ours (success %, mean ± s.e.) | paper | seeds | steps | MuJoCo "
-                   "| time per run |\n"
-                   "| --- | --- | --- | --- | --- | --- | --- | --- |")
+                   "| time per run | --set beyond the protocol |\n"
+                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 
 
 def train_groups(cfg: ReproduceConfig, dataset: str, data: Path,

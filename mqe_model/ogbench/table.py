@@ -7,7 +7,8 @@ Reads every `<dir>/<dataset>/<agent>.json` and prints one line per dataset: the 
 agent our success % (mean ± standard error over seeds) beside the paper's where it gives one. A run
 that has no row yet (stopped before its final evaluation) but whose run directories
 (`<dir>/<dataset>/<agent>/seed*/metrics.jsonl`) hold evaluations is scored from those, marked `*`,
-with a note under the table naming the evaluations used. A dataset or agent with neither shows "—".
+with a note under the table naming the evaluations used. A row trained with `--set` overrides beyond
+the protocol is marked `†`, with a note naming them. A dataset or agent with neither shows "—".
 Bad input (no rows, an unreadable row): one line, exit 2.
 """
 
@@ -103,7 +104,7 @@ def markdown_table(rows: dict[tuple[str, str], dict[str, Any]]) -> str:
     header = ["dataset", "updates", "seeds"]
     for agent in AGENTS:
         header += [f"{agent.upper()} (paper)", f"{agent.upper()} (ours)"]
-    lines, notes = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)], []
+    lines, notes, overrides = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)], [], []
     for dataset in sorted({d for d, _ in rows}):
         mine = [rows[(dataset, a)] for a in AGENTS if (dataset, a) in rows]
         cells = [dataset.removesuffix("-v0"), updates({r["steps"] for r in mine}),
@@ -116,9 +117,14 @@ def markdown_table(rows: dict[tuple[str, str], dict[str, Any]]) -> str:
                 ours += "*"
                 notes.append(f"{dataset.removesuffix('-v0')} {agent}: unfinished (trained to {row['steps']} "
                              f"updates), scored from the evaluations at {', '.join(map(str, row['partial']['eval_steps']))}")
+            if row is not None and row.get("overrides"):
+                ours += "†"
+                overrides.append(f"{dataset.removesuffix('-v0')} {agent}: trained with `--set "
+                                 f"{' '.join(row['overrides'])}` beyond the protocol")
             cells += [score(*paper) if paper else MISSING, ours]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", *[f"\\* {note}" for note in notes]] if notes else []
+    lines += ["", *[f"† {note}" for note in overrides]] if overrides else []
     return "\n".join(lines) + "\n"
 
 

@@ -78,7 +78,11 @@ def test_tiny_reproduction_writes_its_row(tmp_path):
     assert [e["step"] for e in run["evaluations"]] == [10, 20] and "--set alpha=0.03" in run["command"]
     assert "mqe-ogbench-data pointmaze-medium-navigate-v0" in row["data"]["generated_by"]
     assert row["data"]["settings"]["mujoco_version"]
-    assert "| pointmaze-medium-navigate-v0 | mqe |" in out.with_suffix(".md").read_text()
+    header, rule, line = out.with_suffix(".md").read_text().splitlines()
+    assert line.startswith("| pointmaze-medium-navigate-v0 | mqe |") and line.endswith("| — |")
+    assert header.count("|") == rule.count("|") == line.count("|")
+    # A row trained beyond the protocol names what it changed.
+    assert reproduce.markdown_row({**row, "overrides": ["lam=0.99", "zeta=0.5"]}).endswith("| lam=0.99 zeta=0.5 |")
     # The tiny file must not be taken for the official-size dataset.
     assert reproduce.main(official) == 2
 

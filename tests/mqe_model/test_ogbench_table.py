@@ -7,11 +7,12 @@ import json
 from mqe_model.ogbench import table
 
 
-def write_row(root, dataset, agent, mean, sem, steps=110_000, seeds=(0, 1, 2, 3)):
+def write_row(root, dataset, agent, mean, sem, steps=110_000, seeds=(0, 1, 2, 3), overrides=None):
     path = root / dataset / f"{agent}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"dataset": dataset, "agent": agent, "success_mean": mean, "success_sem": sem,
-                                "steps": steps, "seeds": list(seeds)}))
+    row = {"dataset": dataset, "agent": agent, "success_mean": mean, "success_sem": sem, "steps": steps,
+           "seeds": list(seeds)}
+    path.write_text(json.dumps(row if overrides is None else {**row, "overrides": overrides}))
 
 
 def test_table_puts_ours_beside_the_paper(tmp_path, capsys):
@@ -69,3 +70,15 @@ def test_unfinished_runs_are_scored_from_their_evaluations_and_marked(tmp_path, 
     assert lines[2] == "| scene-play | 90k | 2/4 | 76.8 ± 2.1 | 60.0 ± 10.0* | 51.3 ± 1.5 | — | — | 1.0 ± 0.5 |"
     assert lines[-1] == ("\\* scene-play mqe: unfinished (trained to 90000 updates), scored from the evaluations "
                          "at 72000, 81000")
+
+
+def test_rows_trained_beyond_the_protocol_are_marked_with_what_they_changed(tmp_path, capsys):
+    write_row(tmp_path, "pointmaze-giant-stitch-v0", "mqe", 60.067, 5.83, steps=80_000,
+              overrides=["matmul_precision=tensorfloat32", "lam=0.99"])
+    write_row(tmp_path, "pointmaze-giant-stitch-v0", "gcbc", 0.0, 0.0, overrides=[])  # none: unmarked
+    assert table.main([str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == ("| pointmaze-giant-stitch | 80k-110k | 4 | 59.2 ± 3.2 | 60.1 ± 5.8† | 0.0 ± 0.0 | — | — "
+                        "| 0.0 ± 0.0 |")
+    assert lines[-1] == ("† pointmaze-giant-stitch mqe: trained with `--set matmul_precision=tensorfloat32 lam=0.99` "
+                         "beyond the protocol")
