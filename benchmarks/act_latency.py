@@ -10,7 +10,8 @@ acts: device time of the kernels, number of launches, and the largest kernels. A
 encoding of one goal (done once per goal by `POST /v1/goals`). For an image MQE policy it measures
 both serving layouts, the actor's and the critic's encoders run separately (the server's default)
 and stacked into one vmapped network (`PolicyRuntime.load(..., stack_encoders=True)`), and prints
-their ratio.
+their ratio. `--layouts both` also measures each arrangement with its weights row-major, as the server
+kept them before it stored them in the layout XLA chose (`PolicyRuntime.load(..., device_layouts=...)`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import numpy as np
@@ -45,6 +46,7 @@ class Args:
     paced_runs: int = 20  # paced calls timed
     profile_calls: int = 20  # acts in the profiler trace (GPU only; 0: no trace)
     top: int = 12  # kernels listed
+    layouts: Literal["device", "row-major", "both"] = "device"  # weights in the layout XLA chose (the server's), row-major, or both
     json: Path | None = None  # also write the figures (ms) here, e.g. for benchmarks.xla_flags
 
 
@@ -63,21 +65,15 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             print(f"act_latency: error: {e}", file=sys.stderr)
             return 2
-    from mqe_model.agents.registry import can_stack_encoders
-
-    device, baseline, report = jax.devices()[0], None, {}
-    runtime = PolicyRuntime.load(checkpoint, buckets=(args.batch,))
-    # an image MQE policy has a second layout to compare with: its two encoders stacked
-    stackable = can_stack_encoders(runtime.policy.agent_name, runtime.policy.config)
-    for stack in (False, True) if stackable else (False,):
-        if stack:
-            runtime = PolicyRuntime.load(checkpoint, buckets=(args.batch,), stack_encoders=True)
-        figures = measure(runtime, args)
-        layout = "stacked" if stack else "separate"
-        label = f"{layout} encoders"
-        if not stack:
+    device, report, figures_of = jax.devices()[0], {}, {}
+    for stack, layouts in arrangements(checkpoint, args.layouts):
+        runtime = PolicyRuntime.load(checkpoint, buckets=(args.batch,), stack_encoders=stack, device_layouts=layouts)
+        if not figures_of:
             print(f"{runtime.policy.agent_name} checkpoint {checkpoint}, batch {args.batch}, on {device.device_kind} "
                   f"({device.platform}), jax {jax.__version__}")
+        figures = figures_of[stack, layouts] = measure(runtime, args)
+        layout = ("stacked" if stack else "separate") + ("" if layouts else ", row-major weights")
+        label = layout.replace("stacked", "stacked encoders").replace("separate", "separate encoders")
         print(f"[{label}] goal encoding (once per goal): p50 {figures['goal']:.3f} ms")
         print(f"[{label}] act back to back: p50 {figures['back_to_back']:.3f} ms, p10 {figures['p10']:.3f} ms "
               f"({args.runs} calls)")
@@ -92,13 +88,29 @@ def main(argv: list[str] | None = None) -> int:
         report.update({f"{layout}: goal encoding ms": figures["goal"],
                        f"{layout}: act back to back ms": figures["back_to_back"],
                        f"{layout}: act at {args.hz:g} Hz ms": figures["paced"]})
-        if baseline is not None:
-            print(f"stacked / separate: back to back {figures['back_to_back'] / baseline['back_to_back']:.2f}x, "
-                  f"at {args.hz:g} Hz {figures['paced'] / baseline['paced']:.2f}x")
-        baseline = figures
+        # each arrangement against the one that differs from it in one thing, measured before it
+        arrangement = "stacked" if stack else "separate"
+        for other, name in (((False, layouts), "stacked / separate"),
+                            ((stack, False), f"device / row-major weights ({arrangement})")):
+            if other != (stack, layouts) and other in figures_of:
+                print(f"{name}: back to back "
+                      f"{figures['back_to_back'] / figures_of[other]['back_to_back']:.2f}x, at {args.hz:g} Hz "
+                      f"{figures['paced'] / figures_of[other]['paced']:.2f}x")
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0
+
+
+def arrangements(checkpoint: Path, layouts: str) -> list[tuple[bool, bool]]:
+    """(stack encoders, device layouts) pairs to measure: both encoder arrangements where the policy has
+    two encoders to stack, each with row-major weights and/or in the device's layout (`--layouts`)."""
+    from mqe_model.agents.registry import can_stack_encoders
+    from mqe_model.policy import load_policy
+
+    policy = load_policy(checkpoint)
+    stacks = (False, True) if can_stack_encoders(policy.agent_name, policy.config) else (False,)
+    choices = {"both": (False, True), "device": (True,), "row-major": (False,)}[layouts]
+    return [(stack, layout) for stack in stacks for layout in choices]
 
 
 def measure(runtime: Any, args: Args) -> dict[str, Any]:

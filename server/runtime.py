@@ -11,7 +11,8 @@ encodes only the observation. With `stack_encoders` the weights sit on the devic
 stacked serving layout (`policy.serving_fns`): an image MQE policy's actor and critic encoders run
 as one network, one kernel per layer for both (`benchmarks/act_latency.py` compares the layouts).
 Every batch size in `buckets` is compiled and run once at load, so serving never compiles: a batch
-of n is padded up to the smallest bucket >= n.
+of n is padded up to the smallest bucket >= n. The weights are stored in the memory layout that
+XLA picks for the smallest bucket's act (`device_layouts`), so no executable re-lays them out per call.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental.layout import Format, Layout
 
 from mqe_model.agents.registry import can_stack_encoders
 from mqe_model.data.images import preprocess_image
@@ -38,6 +40,11 @@ DEFAULT_MAX_PIXELS = 4096 * 4096
 # Default action names of the WidowX 250 in the Bridge convention (DESIGN.md section 5), reported
 # when a 7-d checkpoint does not record its own.
 WIDOWX_ACTION_NAMES = ("dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper")
+
+
+def layout_request(leaf: Any, sharding: Any) -> Format:
+    """What a weight's layout is compiled as with `device_layouts`: left to XLA."""
+    return Format(Layout.AUTO, sharding)
 
 
 def decode_image_bytes(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
@@ -70,6 +77,7 @@ class PolicyRuntime:
     checkpoint_dir: Path | None = None  # where it was loaded from, for logs and metadata
     warmup_s: float = 0.0  # compile + first run of every bucket at load
     stack_encoders: bool = False  # actor and critic encoders run as one vmapped network (image MQE only)
+    device_layouts: bool = True  # weights stored in the memory layout the compiled act asks for (XLA's choice)
     _compiled: dict[int, Any] = dataclasses.field(default_factory=dict, repr=False)
     _compiled_goal: Any = dataclasses.field(default=None, repr=False)  # goal codes of one goal
     _params: Any = dataclasses.field(default=None, repr=False)  # policy.params in the serving layout
@@ -81,20 +89,38 @@ class PolicyRuntime:
     @classmethod
     def load(cls, checkpoint_dir: str | Path, buckets: tuple[int, ...] = DEFAULT_BUCKETS,
              device: Any = None, max_pixels: int = DEFAULT_MAX_PIXELS,
-             name: str = "default", stack_encoders: bool = False) -> PolicyRuntime:
-        """Load a checkpoint, compile the act function for every bucket and warm it up."""
+             name: str = "default", stack_encoders: bool = False, device_layouts: bool = True) -> PolicyRuntime:
+        """Load a checkpoint, compile the act function for every bucket and warm it up.
+
+        With `device_layouts` the smallest bucket's act is compiled with the weights' memory layout
+        left to XLA (`Layout.AUTO`), the weights are put on the device in the layout it chose, and
+        every other executable is compiled for that same layout. Row-major weights make XLA
+        re-lay out each convolution filter (HWIO to the KRSC order cuDNN reads) on every call: on an
+        H100 a ResNet-34 act ran ~46 such transpose kernels per step (`benchmarks/act_latency.py`)."""
         policy = load_policy(checkpoint_dir)
         device = device if device is not None else jax.local_devices()[0]
         stacked = stack_encoders and can_stack_encoders(policy.agent_name, policy.config)
         runtime = cls(policy, name, tuple(sorted(set(buckets))), device, max_pixels,
-                      Path(checkpoint_dir), stack_encoders=stacked)
+                      Path(checkpoint_dir), stack_encoders=stacked, device_layouts=device_layouts)
         prepare, runtime._goal_fn, runtime._act_fn = serving_fns(policy.agent_name, policy.config,
                                                                  policy.action_stats, stacked)
-        runtime._params = jax.device_put(prepare(policy.params), device)
+        params = prepare(policy.params)
+        sharding = jax.sharding.SingleDeviceSharding(device)
+        abstract = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), params)
         start = time.perf_counter()
-        runtime._compiled_goal = jax.jit(runtime._goal_fn).lower(runtime._params, runtime._spec(1)).compile()
-        for size in runtime.buckets:
-            runtime._compiled[size] = runtime._compile(size)
+        smallest, *others = runtime.buckets
+        if device_layouts:
+            auto = jax.tree_util.tree_map(lambda x: layout_request(x, sharding), params)
+            runtime._compiled[smallest] = runtime._compile(smallest, abstract, auto)
+            formats = runtime._compiled[smallest].input_formats[0][0]
+        else:
+            formats = jax.tree_util.tree_map(lambda _: sharding, params)
+            runtime._compiled[smallest] = runtime._compile(smallest, abstract, formats)
+        runtime._params = jax.device_put(params, formats)
+        runtime._compiled_goal = jax.jit(runtime._goal_fn, in_shardings=(formats, sharding)).lower(
+            abstract, runtime._spec(1)).compile()
+        for size in others:
+            runtime._compiled[size] = runtime._compile(size, abstract, formats)
         # One real run each: the first execution also allocates buffers and loads kernels.
         codes = runtime.encode_goal(np.zeros(policy.observation_shape, runtime.observation_dtype),
                                     preprocessed=True)
@@ -103,20 +129,23 @@ class PolicyRuntime:
             jax.block_until_ready(runtime._compiled[size](runtime._params, obs,
                                                           np.repeat(codes[None], size, axis=0)))
         runtime.warmup_s = time.perf_counter() - start
-        logger.info("policy %s (%s step %d) ready on %s%s: buckets %s compiled and warmed in %.1f s",
+        logger.info("policy %s (%s step %d) ready on %s%s%s: buckets %s compiled and warmed in %.1f s",
                     name, policy.agent_name, policy.step, device, ", encoders stacked" if stacked else "",
-                    runtime.buckets, runtime.warmup_s)
+                    ", weights in the device's layout" if device_layouts else "", runtime.buckets,
+                    runtime.warmup_s)
         return runtime
 
     def _spec(self, size: int) -> jax.ShapeDtypeStruct:
         return jax.ShapeDtypeStruct((size, *self.policy.observation_shape), self.observation_dtype,
                                     sharding=jax.sharding.SingleDeviceSharding(self.device))
 
-    def _compile(self, size: int) -> Any:
+    def _compile(self, size: int, params: Any, param_formats: Any) -> Any:
+        """The act of batch `size` over weights shaped as `params`, laid out as `param_formats`."""
         observations = self._spec(size)
-        codes = jax.eval_shape(self._goal_fn, self._params, observations)
+        codes = jax.eval_shape(self._goal_fn, params, observations)
         codes = jax.ShapeDtypeStruct(codes.shape, codes.dtype, sharding=observations.sharding)
-        return jax.jit(self._act_fn).lower(self._params, observations, codes).compile()
+        shardings = (param_formats, observations.sharding, codes.sharding)
+        return jax.jit(self._act_fn, in_shardings=shardings).lower(params, observations, codes).compile()
 
     # ------------------------------------------------------------------ description
 

@@ -124,3 +124,37 @@ def test_stacked_encoders_serve_the_same_actions(runtime, image_ckpt):
     np.testing.assert_allclose(codes, codes_of(runtime, goals), rtol=1e-5, atol=1e-6)
     for got, want in zip(stacked.act_batch(obs, codes), runtime.act_batch(obs, codes), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def column_major_for_matrices(leaf, sharding):
+    """A layout choice other than row-major, as XLA makes for convolution filters on a GPU (on the CPU
+    it keeps row-major, so the test makes the choice itself)."""
+    from jax.experimental.layout import Format, Layout
+
+    return Format(Layout(major_to_minor=tuple(reversed(range(leaf.ndim)))), sharding) if leaf.ndim >= 2 else \
+        Format(Layout.AUTO, sharding)
+
+
+def test_weights_live_in_the_layout_every_executable_was_compiled_for(image_ckpt, monkeypatch):
+    import server.runtime
+
+    monkeypatch.setattr(server.runtime, "layout_request", column_major_for_matrices)
+    chosen = PolicyRuntime.load(image_ckpt, buckets=(1, 2), name="img-layouts")
+    plain = PolicyRuntime.load(image_ckpt, buckets=(1, 2), name="img-row-major", device_layouts=False)
+    leaves = jax.tree_util.tree_leaves(chosen._params)
+    # the act's filters and matrices took the layout asked for (weights the act does not read, such as
+    # phi, keep row-major: XLA lays out only what it uses)
+    conv_filters = [x for x in leaves if x.ndim == 4]
+    assert conv_filters and all(x.format.layout.major_to_minor == (3, 2, 1, 0) for x in conv_filters)
+    assert all(x.format.layout.major_to_minor == tuple(range(x.ndim)) for x in jax.tree_util.tree_leaves(plain._params))
+    # one copy of the weights serves the goal encoder and every bucket: each was compiled for its layout
+    # (a weight an executable does not read has no layout there: the goal encoder skips the actor's head)
+    for executable in (chosen._compiled_goal, *chosen._compiled.values()):
+        formats = jax.tree_util.tree_leaves(executable.input_formats[0][0], is_leaf=lambda f: f is None)
+        used = [(f.layout, x.format.layout) for f, x in zip(formats, leaves, strict=True) if f.layout is not None]
+        assert used and all(compiled == stored for compiled, stored in used)
+    obs, goals = images(3, seed=6), images(3, seed=7)
+    codes = codes_of(chosen, goals)
+    np.testing.assert_allclose(codes, codes_of(plain, goals), rtol=1e-5, atol=1e-6)
+    for got, want in zip(chosen.act_batch(obs, codes), plain.act_batch(obs, codes), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
