@@ -18,6 +18,7 @@ from mqe_model.agents import gcbc, gciql, mqe
 from mqe_model.data.dataset import Dataset
 from mqe_model.data.relabel import RelabelConfig, RelabelSampler
 from mqe_model.data.sampling import GoalSampler, SamplerConfig
+from mqe_model.networks.encoders import with_kernels_in_compute_dtype
 from mqe_model.quasimetric import mrn_distance
 
 AGENT_NAMES = ("mqe", "gcbc", "gciql")
@@ -186,14 +187,18 @@ def make_serving_fns(name: str, config: Any, action_dim: int, stack_encoders: bo
     take `prepare(params)` instead of the checkpoint's params. With `stack_encoders`, for image MQE
     policies, `prepare` stacks the actor's and the critic's encoders (`mqe.stack_encoders`) so each
     goal and each step runs them as one vmapped network (half the kernel launches; on the CPU it is
-    slower, `docs/benchmarks.md`); otherwise the checkpoint's params are served unchanged."""
+    slower, `docs/benchmarks.md`). Either way `prepare` casts the convolution kernels of a bf16 encoder
+    to bf16 once (`encoders.with_kernels_in_compute_dtype`: the numbers each call would cast them to)."""
+    def cast(params: Any) -> Any:
+        return with_kernels_in_compute_dtype(params, config.encoder)
+
     if not (stack_encoders and can_stack_encoders(name, config)):
-        return (lambda params: params), *make_goal_and_act_fns(name, config, action_dim)
+        return cast, *make_goal_and_act_fns(name, config, action_dim)
 
     def encode_both(params: Any, x: jax.Array) -> tuple[jax.Array, jax.Array]:
         return mqe.encode_stacked(params[mqe.STACKED_ENCODERS], x, config)
 
-    return (lambda params: mqe.stack_encoders(params, config)), *_mqe_inference(config, action_dim, encode_both)
+    return (lambda params: cast(mqe.stack_encoders(params, config))), *_mqe_inference(config, action_dim, encode_both)
 
 
 def _mqe_inference(config: Any, action_dim: int, encode_both: Callable[[Any, jax.Array], tuple[jax.Array, jax.Array]],

@@ -7,10 +7,12 @@ float happens here, on the device, so datasets and requests keep images as uint8
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from flax import traverse_util
 
 from mqe_model.networks.mlp import MLP
 
@@ -109,8 +111,26 @@ class ResNetEncoder(nn.Module):
         return x.reshape(*lead, -1)
 
 
+def with_kernels_in_compute_dtype(params: Any, name: str | None) -> Any:
+    """`params` (any agent's tree) with every convolution kernel in the compute dtype of the encoder
+    `name`, as flax's `nn.Conv(dtype=...)` casts it on each call: the same numbers, cast once. A server
+    does this at load; otherwise each act converts every filter of a bf16 ResNet-34 again (on an H200,
+    46 of the act's 429 kernel launches, `docs/benchmarks.md`). Unchanged for float32 encoders."""
+    encoder = make_encoder(name)
+    dtype = getattr(encoder, "compute_dtype", jnp.float32)
+    if dtype == jnp.float32:
+        return params
+
+    def cast(path: tuple[str, ...], leaf: Any) -> Any:
+        is_conv_kernel = len(path) >= 2 and path[-1] == "kernel" and path[-2].startswith("Conv_")
+        return leaf.astype(dtype) if is_conv_kernel else leaf
+
+    return traverse_util.path_aware_map(cast, params)
+
+
 def make_encoder(name: str | None) -> nn.Module | None:
-    """Encoder by preset name: None (state input), 'impala_small', 'resnet34', 'resnet_tiny'."""
+    """Encoder by preset name: None (state input), 'impala_small', 'resnet34', 'resnet34_bf16', 'resnet_tiny',
+    'resnet_tiny_bf16' (the bf16 path at test size)."""
     if name is None:
         return None
     encoders = {
@@ -119,6 +139,8 @@ def make_encoder(name: str | None) -> nn.Module | None:
         "resnet34": lambda: ResNetEncoder(),
         "resnet34_bf16": lambda: ResNetEncoder(compute_dtype=jnp.bfloat16),
         "resnet_tiny": lambda: ResNetEncoder(stage_sizes=(1, 1), width=8, norm_groups=4),
+        "resnet_tiny_bf16": lambda: ResNetEncoder(stage_sizes=(1, 1), width=8, norm_groups=4,
+                                                  compute_dtype=jnp.bfloat16),
     }
     if name not in encoders:
         raise ValueError(f"unknown encoder '{name}'; choose one of {sorted(encoders)} or None")

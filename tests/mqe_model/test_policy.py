@@ -191,3 +191,39 @@ def test_sampled_actions_come_in_robot_units():
 def test_action_sampling_needs_a_positive_temperature(temperature):
     with pytest.raises(ValueError, match="temperature > 0"):
         registry.ActionSampling(temperature)
+
+
+def conv_kernel_dtypes(params) -> set:
+    from flax import traverse_util
+
+    flat = traverse_util.flatten_dict(params)
+    return {str(leaf.dtype) for path, leaf in flat.items() if path[-1] == "kernel" and path[-2].startswith("Conv_")}
+
+
+def test_serving_casts_bf16_convolution_kernels_once_with_the_same_answers():
+    """A bf16 encoder's filters are served already in bf16; every other weight stays as trained, and
+    the goal codes and actions are the very numbers of the uncast weights (flax casts them alike)."""
+    import dataclasses
+
+    from flax import traverse_util
+
+    config = dataclasses.replace(mqe.get_config("tiny"), encoder="resnet_tiny_bf16")
+    rng = np.random.default_rng(3)
+    obs = rng.integers(0, 256, (2, 16, 16, 3), dtype=np.uint8)
+    goals = obs[::-1].copy()
+    params = mqe.MQEAgent.create(0, {"observations": obs, "actions": np.zeros((2, 4), np.float32)}, config).params
+    for stack, uncast in ((False, params), (True, mqe.stack_encoders(params, config))):
+        prepare, encode_goals, act = registry.make_serving_fns("mqe", config, 4, stack_encoders=stack)
+        served = prepare(params)
+        assert conv_kernel_dtypes(uncast) == {"float32"} and conv_kernel_dtypes(served) == {"bfloat16"}
+        changed = {path for path, leaf in traverse_util.flatten_dict(served).items()
+                   if leaf.dtype != traverse_util.flatten_dict(uncast)[path].dtype}
+        assert changed and all(path[-1] == "kernel" and path[-2].startswith("Conv_") for path in changed)
+        codes = jax.jit(encode_goals)(served, goals)
+        np.testing.assert_array_equal(codes, jax.jit(encode_goals)(uncast, goals))
+        for got, want in zip(jax.jit(act)(served, obs, codes), jax.jit(act)(uncast, obs, codes), strict=True):
+            np.testing.assert_array_equal(got, want)
+    impala = dataclasses.replace(config, encoder="impala_tiny")  # a float32 encoder: nothing to cast
+    impala_params = mqe.MQEAgent.create(0, {"observations": obs, "actions": np.zeros((2, 4), np.float32)},
+                                        impala).params
+    assert registry.make_serving_fns("mqe", impala, 4, stack_encoders=False)[0](impala_params) is impala_params
