@@ -25,15 +25,21 @@ def sample_offsets(
     gamma: float,
     lam: float,
     p_next: float,
+    max_waypoint_offset: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Goal and waypoint offsets with 1 <= waypoint_offset <= goal_offset <= steps_to_end."""
+    """Goal and waypoint offsets with 1 <= waypoint_offset <= goal_offset <= steps_to_end; with
+    `max_waypoint_offset` > 0 the waypoint is also at most that many steps ahead (0: no such cap)."""
     steps_to_end = np.asarray(steps_to_end)
     if steps_to_end.size and steps_to_end.min() < 1:
         raise ValueError("steps_to_end must be >= 1: a state at a trajectory end has no future")
     if not (0.0 < gamma < 1.0 and 0.0 < lam < 1.0 and 0.0 <= p_next <= 1.0):
         raise ValueError(f"need 0 < gamma, lam < 1 and 0 <= p_next <= 1, got {gamma}, {lam}, {p_next}")
+    if max_waypoint_offset < 0:
+        raise ValueError(f"max_waypoint_offset {max_waypoint_offset}: must be >= 1, or 0 for no cap")
     goal_offset = np.minimum(rng.geometric(1.0 - gamma, size=steps_to_end.shape), steps_to_end)
     geometric_waypoint = np.minimum(rng.geometric(1.0 - lam, size=steps_to_end.shape), goal_offset)
+    if max_waypoint_offset:
+        geometric_waypoint = np.minimum(geometric_waypoint, max_waypoint_offset)
     take_next = rng.random(size=steps_to_end.shape) < p_next
     waypoint_offset = np.where(take_next, 1, geometric_waypoint)
     return goal_offset.astype(np.int64), waypoint_offset.astype(np.int64)
@@ -78,6 +84,7 @@ class SamplerConfig:
     p_next: float  # probability that the waypoint is the next state
     p_random_actor_goal: float = 0.0  # probability that the actor goal is a random dataset state
     mark_own_actor_goals: bool = False  # add "actor_goal_own" (1.0: own-trajectory goal, 0.0: random)
+    max_waypoint_offset: int = 0  # waypoints at most this many steps ahead; 0: capped at the goal only
 
 
 class GoalSampler:
@@ -94,7 +101,8 @@ class GoalSampler:
         c = self.config
         idx = rng.choice(self._starts, size=batch_size)
         steps_left = self._steps_to_end[idx]
-        goal_offset, waypoint_offset = sample_offsets(rng, steps_left, c.gamma, c.lam, c.p_next)
+        goal_offset, waypoint_offset = sample_offsets(rng, steps_left, c.gamma, c.lam, c.p_next,
+                                                    c.max_waypoint_offset)
         actor_goal, own = sample_marked_actor_goals(rng, idx, steps_left, self.dataset.size, c.p_random_actor_goal)
         obs = self.dataset.observations
         batch = {

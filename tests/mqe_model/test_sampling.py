@@ -48,6 +48,42 @@ def test_states_without_future_are_refused():
         sample_offsets(np.random.default_rng(0), np.array([3, 0]), 0.99, 0.95, 0.2)
 
 
+def test_waypoint_cap_clips_the_same_draws():
+    steps = np.random.default_rng(3).integers(1, 400, 20_000)
+    goal, waypoint = sample_offsets(np.random.default_rng(4), steps, 0.995, 0.99, 0.2)
+    capped_goal, capped = sample_offsets(np.random.default_rng(4), steps, 0.995, 0.99, 0.2, max_waypoint_offset=30)
+    np.testing.assert_array_equal(capped_goal, goal)  # goals are not capped
+    np.testing.assert_array_equal(capped, np.minimum(waypoint, 30))
+    assert waypoint.max() > 30 and capped.max() == 30
+
+
+def test_probability_of_a_waypoint_at_the_cap():
+    gamma, lam, p, cap, n = 0.995, 0.99, 0.2, 40, 400_000
+    _, waypoint = sample_offsets(np.random.default_rng(5), np.full(n, 10**9), gamma, lam, p, max_waypoint_offset=cap)
+    # k' = cap when neither geometric draw (waypoint, goal) ended before it: P(both >= cap) = (lam gamma)^(cap - 1)
+    expected = (1 - p) * (lam * gamma) ** (cap - 1)
+    assert (waypoint == cap).mean() == pytest.approx(expected, abs=4 * np.sqrt(expected * (1 - expected) / n))
+
+
+def test_a_negative_waypoint_cap_is_refused():
+    from mqe_model.agents import mqe
+
+    with pytest.raises(ValueError, match="max_waypoint_offset -1"):
+        sample_offsets(np.random.default_rng(0), np.array([3]), 0.99, 0.95, 0.2, max_waypoint_offset=-1)
+    with pytest.raises(ValueError, match="max_waypoint_offset=-5"):
+        mqe.MQEConfig(max_waypoint_offset=-5)
+
+
+def test_the_mqe_sampler_takes_the_configs_waypoint_cap():
+    from mqe_model.agents import mqe, registry
+
+    config = mqe.MQEConfig(gamma=0.99, lam=0.99, max_waypoint_offset=3)
+    batch = registry.make_sampler("mqe", trajectories([200, 150]), config).sample(np.random.default_rng(6), 4000)
+    offsets = batch["waypoint_offsets"]
+    assert offsets.max() == 3 and (offsets == 3).mean() > 0.5
+    np.testing.assert_array_equal(batch["waypoints"][:, 1] - batch["observations"][:, 1], offsets)
+
+
 def trajectories(lengths: list[int]) -> Dataset:
     """Observation = (trajectory id, time index), so tests can read where each sample came from."""
     obs, terminals = [], []
