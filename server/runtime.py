@@ -43,7 +43,8 @@ WIDOWX_ACTION_NAMES = ("dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper")
 
 
 def layout_request(leaf: Any, sharding: Any) -> Format:
-    """What a weight's layout is compiled as with `device_layouts`: left to XLA."""
+    """What a weight's layout is compiled as with `device_layouts`: left to XLA, whatever the leaf (the
+    leaf is there for a test that makes the choice itself on the CPU, where XLA keeps row-major)."""
     return Format(Layout.AUTO, sharding)
 
 
@@ -95,8 +96,9 @@ class PolicyRuntime:
         With `device_layouts` the smallest bucket's act is compiled with the weights' memory layout
         left to XLA (`Layout.AUTO`), the weights are put on the device in the layout it chose, and
         every other executable is compiled for that same layout. Row-major weights make XLA
-        re-lay out each convolution filter (HWIO to the KRSC order cuDNN reads) on every call: on an
-        H100 a ResNet-34 act ran ~46 such transpose kernels per step (`benchmarks/act_latency.py`)."""
+        re-lay out each convolution filter (HWIO to the KRSC order cuDNN reads) on every call: a
+        ResNet-34 act ran ~46 such kernels per step, each fused with the filter's bf16 conversion,
+        which the serving `prepare` now also does once (`docs/benchmarks.md`, issue 6)."""
         policy = load_policy(checkpoint_dir)
         device = device if device is not None else jax.local_devices()[0]
         stacked = stack_encoders and can_stack_encoders(policy.agent_name, policy.config)
