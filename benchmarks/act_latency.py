@@ -72,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{runtime.policy.agent_name} checkpoint {checkpoint}, batch {args.batch}, on {device.device_kind} "
                   f"({device.platform}), jax {jax.__version__}")
         figures = figures_of[stack, layouts] = measure(runtime, args)
-        layout = ("stacked" if stack else "separate") + ("" if layouts else ", row-major weights")
-        label = layout.replace("stacked", "stacked encoders").replace("separate", "separate encoders")
+        arrangement, weights = "stacked" if stack else "separate", "" if layouts else ", row-major weights"
+        layout, label = f"{arrangement}{weights}", f"{arrangement} encoders{weights}"
         print(f"[{label}] goal encoding (once per goal): p50 {figures['goal']:.3f} ms")
         print(f"[{label}] act back to back: p50 {figures['back_to_back']:.3f} ms, p10 {figures['p10']:.3f} ms "
               f"({args.runs} calls)")
@@ -89,7 +89,6 @@ def main(argv: list[str] | None = None) -> int:
                        f"{layout}: act back to back ms": figures["back_to_back"],
                        f"{layout}: act at {args.hz:g} Hz ms": figures["paced"]})
         # each arrangement against the one that differs from it in one thing, measured before it
-        arrangement = "stacked" if stack else "separate"
         for other, name in (((False, layouts), "stacked / separate"),
                             ((stack, False), f"device / row-major weights ({arrangement})")):
             if other != (stack, layouts) and other in figures_of:
@@ -104,11 +103,12 @@ def main(argv: list[str] | None = None) -> int:
 def arrangements(checkpoint: Path, layouts: str) -> list[tuple[bool, bool]]:
     """(stack encoders, device layouts) pairs to measure: both encoder arrangements where the policy has
     two encoders to stack, each with row-major weights and/or in the device's layout (`--layouts`)."""
-    from mqe_model.agents.registry import can_stack_encoders
-    from mqe_model.policy import load_policy
+    from mqe_model import checkpoints
+    from mqe_model.agents.registry import can_stack_encoders, config_from_json
 
-    policy = load_policy(checkpoint)
-    stacks = (False, True) if can_stack_encoders(policy.agent_name, policy.config) else (False,)
+    metadata = checkpoints.read_metadata(checkpoints.resolve_step_dir(checkpoint))  # the weights load later
+    config = config_from_json(metadata["agent"], metadata["config"])
+    stacks = (False, True) if can_stack_encoders(metadata["agent"], config) else (False,)
     choices = {"both": (False, True), "device": (True,), "row-major": (False,)}[layouts]
     return [(stack, layout) for stack in stacks for layout in choices]
 

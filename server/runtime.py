@@ -111,13 +111,10 @@ class PolicyRuntime:
         abstract = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), params)
         start = time.perf_counter()
         smallest, *others = runtime.buckets
-        if device_layouts:
-            auto = jax.tree_util.tree_map(lambda x: layout_request(x, sharding), params)
-            runtime._compiled[smallest] = runtime._compile(smallest, abstract, auto)
-            formats = runtime._compiled[smallest].input_formats[0][0]
-        else:
-            formats = jax.tree_util.tree_map(lambda _: sharding, params)
-            runtime._compiled[smallest] = runtime._compile(smallest, abstract, formats)
+        requested = jax.tree_util.tree_map(lambda x: layout_request(x, sharding) if device_layouts else sharding,
+                                           params)
+        runtime._compiled[smallest] = runtime._compile(smallest, abstract, requested)
+        formats = runtime._compiled[smallest].input_formats[0][0] if device_layouts else requested
         runtime._params = jax.device_put(params, formats)
         runtime._compiled_goal = jax.jit(runtime._goal_fn, in_shardings=(formats, sharding)).lower(
             abstract, runtime._spec(1)).compile()
