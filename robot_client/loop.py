@@ -206,7 +206,7 @@ class ControlLoop:
                 dispatch_by = deadline + period - self.s.dispatch_margin_s
                 budget = max(0.0, min(self.s.request_deadline_s, dispatch_by - observed))
             seq = next(_SEQ)
-            rec["seq"] = seq
+            rec.update(seq=seq, request_budget_ms=_ms(budget))
             result, error = None, None
             future = self.client.act_async(image, seq, step, episode_id, max(budget, 0.005) + REQUEST_GRACE_S)
             try:
