@@ -186,12 +186,22 @@ def test_ctrl_c_holds_at_once_and_ends_the_trial_as_aborted(tmp_path, mock_serve
     # earlier tests (an in-process server) may have replaced the SIGINT handler; a terminal's Ctrl-C
     # reaches mqe-robot with Python's default one
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    timer = threading.Timer(1.0, _thread.interrupt_main)  # what Ctrl-C does to the main thread
-    timer.start()
+
+    def ctrl_c_after_three_steps() -> None:  # counted in the log, not timed: start-up varies with load
+        deadline = time.monotonic() + 60.0
+        while time.monotonic() < deadline:
+            logs = list(tmp_path.glob("runs/**/steps.jsonl"))
+            if logs and len(logs[0].read_text().splitlines()) >= 3:
+                break
+            time.sleep(0.01)
+        _thread.interrupt_main()  # what Ctrl-C does to the main thread
+
+    interrupter = threading.Thread(target=ctrl_c_after_three_steps)
+    interrupter.start()
     try:
         rc, trial = run_client(tmp_path, server.url, "--max-steps", "30")
     finally:
-        timer.join()
+        interrupter.join()
         signal.signal(signal.SIGINT, previous)
     assert rc == 0
     meta, steps = load(trial)
