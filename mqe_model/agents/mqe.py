@@ -338,6 +338,7 @@ def critic_loss(
     invariance = invariance_loss(d_inv_all, config.invariance_form)
     loss = backup + config.zeta * invariance
     positive = jnp.diagonal(dist, axis1=-2, axis2=-1)
+    centre = jnp.mean(psi_g, axis=-2, keepdims=True)
     info = {
         "critic/loss": loss,
         "critic/backup": backup,
@@ -346,6 +347,10 @@ def critic_loss(
         "critic/dist_all": dist.mean(),
         "critic/dist_invariance": d_inv.mean(),
         "critic/positive_steps": positive.mean() / config.step_scale,
+        # psi(g)'s offset from the origin against its spread (squared norms): a large offset is what
+        # costs an all-pairs distance about the origin its precision (quasimetric._mrn_pairwise)
+        "critic/latent_centre_sq": jnp.mean(jnp.sum(jnp.square(centre), axis=-1)),
+        "critic/latent_spread_sq": jnp.mean(jnp.sum(jnp.square(psi_g - centre), axis=-1)),
     }
     if config.invariance_actions > 1:
         info["critic/dist_invariance_others"] = d_inv_others.mean()
