@@ -8,9 +8,10 @@ goal codes from `encode_goal`), called back to back and called at `--hz` with th
 between (as one robot at 5 Hz does), and, on a GPU, reads a JAX profiler trace of `--profile-calls`
 acts: device time of the kernels, number of launches, and the largest kernels. Also times the
 encoding of one goal (done once per goal by `POST /v1/goals`). For an image MQE policy it measures
-both serving layouts, the actor's and the critic's encoders run separately (the server's default)
-and stacked into one vmapped network (`PolicyRuntime.load(..., stack_encoders=True)`), and prints
-their ratio. `--layouts both` also measures each arrangement with its weights row-major, as the server
+the serving arrangements of its two encoders (`--encoders`; all that apply by default): run
+separately (the CPU server's default), stacked into one vmapped network (the GPU server's), and for a
+ResNet as one network of twice the width (`PolicyRuntime.load(..., encoders=...)`), and prints each
+one's ratio to the ones measured before it. `--layouts both` also measures each arrangement with its weights row-major, as the server
 kept them before it stored them in the layout XLA chose (`PolicyRuntime.load(..., device_layouts=...)`).
 """
 
@@ -47,6 +48,7 @@ class Args:
     profile_calls: int = 20  # acts in the profiler trace (GPU only; 0: no trace)
     top: int = 12  # kernels listed
     layouts: Literal["device", "row-major", "both"] = "device"  # weights in the layout XLA chose (the server's), row-major, or both
+    encoders: tuple[str, ...] = ()  # encoder arrangements to measure (separate, stacked, twin); (): all the policy has
     json: Path | None = None  # also write the figures (ms) here, e.g. for benchmarks.xla_flags
 
 
@@ -66,13 +68,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"act_latency: error: {e}", file=sys.stderr)
             return 2
     device, report, figures_of = jax.devices()[0], {}, {}
-    for stack, layouts in arrangements(checkpoint, args.layouts):
-        runtime = PolicyRuntime.load(checkpoint, buckets=(args.batch,), stack_encoders=stack, device_layouts=layouts)
+    try:
+        measured = arrangements(checkpoint, args.layouts, args.encoders)
+    except ValueError as e:
+        print(f"act_latency: error: {e}", file=sys.stderr)
+        return 2
+    for arrangement, layouts in measured:
+        runtime = PolicyRuntime.load(checkpoint, buckets=(args.batch,), encoders=arrangement, device_layouts=layouts)
         if not figures_of:
             print(f"{runtime.policy.agent_name} checkpoint {checkpoint}, batch {args.batch}, on {device.device_kind} "
                   f"({device.platform}), jax {jax.__version__}")
-        figures = figures_of[stack, layouts] = measure(runtime, args)
-        arrangement, weights = "stacked" if stack else "separate", "" if layouts else ", row-major weights"
+        figures = figures_of[arrangement, layouts] = measure(runtime, args)
+        weights = "" if layouts else ", row-major weights"
         layout, label = f"{arrangement}{weights}", f"{arrangement} encoders{weights}"
         print(f"[{label}] goal encoding (once per goal): p50 {figures['goal']:.3f} ms")
         print(f"[{label}] act back to back: p50 {figures['back_to_back']:.3f} ms, p10 {figures['p10']:.3f} ms "
@@ -89,9 +96,9 @@ def main(argv: list[str] | None = None) -> int:
                        f"{layout}: act back to back ms": figures["back_to_back"],
                        f"{layout}: act at {args.hz:g} Hz ms": figures["paced"]})
         # each arrangement against the one that differs from it in one thing, measured before it
-        for other, name in (((False, layouts), "stacked / separate"),
-                            ((stack, False), f"device / row-major weights ({arrangement})")):
-            if other != (stack, layouts) and other in figures_of:
+        others = [((a, layouts), f"{arrangement} / {a}") for a in ("separate", "stacked")]
+        for other, name in (*others, ((arrangement, False), f"device / row-major weights ({arrangement})")):
+            if other != (arrangement, layouts) and other in figures_of:
                 print(f"{name}: back to back "
                       f"{figures['back_to_back'] / figures_of[other]['back_to_back']:.2f}x, at {args.hz:g} Hz "
                       f"{figures['paced'] / figures_of[other]['paced']:.2f}x")
@@ -100,17 +107,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def arrangements(checkpoint: Path, layouts: str) -> list[tuple[bool, bool]]:
-    """(stack encoders, device layouts) pairs to measure: both encoder arrangements where the policy has
-    two encoders to stack, each with row-major weights and/or in the device's layout (`--layouts`)."""
+def arrangements(checkpoint: Path, layouts: str, wanted: tuple[str, ...] = ()) -> list[tuple[str, bool]]:
+    """(encoder arrangement, device layouts) pairs to measure: the `wanted` arrangements (all that the
+    policy has when empty), each with row-major weights and/or in the device's layout (`--layouts`)."""
     from mqe_model import checkpoints
-    from mqe_model.agents.registry import can_stack_encoders, config_from_json
+    from mqe_model.agents.registry import config_from_json, encoder_arrangements
 
     metadata = checkpoints.read_metadata(checkpoints.resolve_step_dir(checkpoint))  # the weights load later
-    config = config_from_json(metadata["agent"], metadata["config"])
-    stacks = (False, True) if can_stack_encoders(metadata["agent"], config) else (False,)
+    available = encoder_arrangements(metadata["agent"], config_from_json(metadata["agent"], metadata["config"]))
+    if missing := [a for a in wanted if a not in available]:
+        raise ValueError(f"--encoders {' '.join(missing)}: this {metadata['agent']} policy has only "
+                         f"{', '.join(available)}")
     choices = {"both": (False, True), "device": (True,), "row-major": (False,)}[layouts]
-    return [(stack, layout) for stack in stacks for layout in choices]
+    return [(arrangement, layout) for arrangement in (wanted or available) for layout in choices]
 
 
 def measure(runtime: Any, args: Args) -> dict[str, Any]:

@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     device = jax.devices()[0]
     stack = device.platform == "gpu" if args.stack_encoders is None else args.stack_encoders
-    runtime = PolicyRuntime.load(checkpoint, buckets=(1,), stack_encoders=stack)
+    runtime = PolicyRuntime.load(checkpoint, buckets=(1,), encoders="stacked" if stack else "separate")
     act = blank_act(runtime)
     tiny = tiny_kernel(device)
     for _ in range(20):
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         times, duty = paced(act, args.hz, args.calls, keeper, period / 1e3)
         p50, p90 = float(np.median(times)), float(np.percentile(times, 90))
         none_p50 = p50 if none_p50 is None else none_p50
-        print(f"{kind:>8} {period:9.0f} {p50:10.3f} {p90:8.3f} {p50 / none_p50:10.2f} {duty:11.1%}")
+        print(f"{kind:>8} {period:9g} {p50:10.3f} {p90:8.3f} {p50 / none_p50:10.2f} {duty:11.1%}")
     if args.gaps_ms:
         idle = {gap: after_gap(act, gap / 1e3, args.gap_calls) for gap in args.gaps_ms}
         busy = {}

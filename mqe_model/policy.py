@@ -101,12 +101,12 @@ def inference_fns(agent: str, config: Any, stats: ActionStats,
     return goal_fn, _in_robot_units(normalized_act, stats)
 
 
-def serving_fns(agent: str, config: Any, stats: ActionStats, stack_encoders: bool = False
+def serving_fns(agent: str, config: Any, stats: ActionStats, encoders: str = "separate"
                 ) -> tuple[Callable[[Any], Any], registry.GoalFn, registry.ActFn]:
     """`(prepare, goal_fn, act_coded_fn)`: `inference_fns` over `prepare(params)`, the layout a server
-    keeps on its device (`registry.make_serving_fns`; with `stack_encoders` image MQE runs its two
-    encoders as one network)."""
-    prepare, goal_fn, normalized_act = registry.make_serving_fns(agent, config, stats.dim, stack_encoders)
+    keeps on its device (`registry.make_serving_fns`; with `encoders` 'stacked' or 'twin' image MQE
+    runs its two encoders as one network)."""
+    prepare, goal_fn, normalized_act = registry.make_serving_fns(agent, config, stats.dim, encoders)
     return prepare, goal_fn, _in_robot_units(normalized_act, stats)
 
 

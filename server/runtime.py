@@ -7,8 +7,8 @@
 Preprocessing (decode, resize with the training-time function) and un-normalization come from the
 checkpoint's metadata only. A goal is preprocessed and run through the goal half of the policy
 once (the goal codes: for MQE the critic's psi(g) and the actor's goal features), so each step
-encodes only the observation. With `stack_encoders` the weights sit on the device in the
-stacked serving layout (`policy.serving_fns`): an image MQE policy's actor and critic encoders run
+encodes only the observation. With `encoders` 'stacked' or 'twin' the weights sit on the device in
+a merged serving layout (`policy.serving_fns`): an image MQE policy's actor and critic encoders run
 as one network, one kernel per layer for both (`benchmarks/act_latency.py` compares the layouts).
 Every batch size in `buckets` is compiled and run once at load, so serving never compiles: a batch
 of n is padded up to the smallest bucket >= n. The weights are stored in the memory layout that
@@ -28,7 +28,7 @@ import jax
 import numpy as np
 from jax.experimental.layout import Format, Layout
 
-from mqe_model.agents.registry import can_stack_encoders
+from mqe_model.agents.registry import ENCODER_ARRANGEMENTS, encoder_arrangements
 from mqe_model.data.images import preprocess_image
 from mqe_model.policy import Policy, load_policy, serving_fns
 from server.protocol import ErrorCode, ProtocolError
@@ -46,6 +46,15 @@ def layout_request(leaf: Any, sharding: Any) -> Format:
     """What a weight's layout is compiled as with `device_layouts`: left to XLA, whatever the leaf (the
     leaf is there for a test that makes the choice itself on the CPU, where XLA keeps row-major)."""
     return Format(Layout.AUTO, sharding)
+
+
+def served_arrangement(wanted: str, available: tuple[str, ...]) -> str:
+    """The encoder arrangement a policy serves when `wanted` is asked: itself if `available`, else the
+    nearest one that is ('twin' -> 'stacked' -> 'separate')."""
+    if wanted not in ENCODER_ARRANGEMENTS:
+        raise ValueError(f"encoders={wanted!r}: choose one of {list(ENCODER_ARRANGEMENTS)}")
+    nearest = ENCODER_ARRANGEMENTS[: ENCODER_ARRANGEMENTS.index(wanted) + 1]
+    return next(a for a in reversed(nearest) if a in available)
 
 
 def decode_image_bytes(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
@@ -77,7 +86,7 @@ class PolicyRuntime:
     max_pixels: int = DEFAULT_MAX_PIXELS  # larger images (array or decoded) are refused
     checkpoint_dir: Path | None = None  # where it was loaded from, for logs and metadata
     warmup_s: float = 0.0  # compile + first run of every bucket at load
-    stack_encoders: bool = False  # actor and critic encoders run as one vmapped network (image MQE only)
+    encoders: str = "separate"  # image MQE: 'separate', or one network: 'stacked' (vmapped) or 'twin' (twice as wide)
     device_layouts: bool = True  # weights stored in the memory layout the compiled act asks for (XLA's choice)
     _compiled: dict[int, Any] = dataclasses.field(default_factory=dict, repr=False)
     _compiled_goal: Any = dataclasses.field(default=None, repr=False)  # goal codes of one goal
@@ -90,8 +99,12 @@ class PolicyRuntime:
     @classmethod
     def load(cls, checkpoint_dir: str | Path, buckets: tuple[int, ...] = DEFAULT_BUCKETS,
              device: Any = None, max_pixels: int = DEFAULT_MAX_PIXELS,
-             name: str = "default", stack_encoders: bool = False, device_layouts: bool = True) -> PolicyRuntime:
+             name: str = "default", encoders: str = "separate", device_layouts: bool = True) -> PolicyRuntime:
         """Load a checkpoint, compile the act function for every bucket and warm it up.
+
+        `encoders` (`registry.ENCODER_ARRANGEMENTS`) is a wish that each policy meets as far as it can:
+        a policy without two image encoders serves them 'separate', and one whose encoder has no twin
+        (impala) serves 'twin' as 'stacked'.
 
         With `device_layouts` the smallest bucket's act is compiled with the weights' memory layout
         left to XLA (`Layout.AUTO`), the weights are put on the device in the layout it chose, and
@@ -101,11 +114,11 @@ class PolicyRuntime:
         which the serving `prepare` now also does once (`docs/benchmarks.md`, issue 6)."""
         policy = load_policy(checkpoint_dir)
         device = device if device is not None else jax.local_devices()[0]
-        stacked = stack_encoders and can_stack_encoders(policy.agent_name, policy.config)
+        arrangement = served_arrangement(encoders, encoder_arrangements(policy.agent_name, policy.config))
         runtime = cls(policy, name, tuple(sorted(set(buckets))), device, max_pixels,
-                      Path(checkpoint_dir), stack_encoders=stacked, device_layouts=device_layouts)
+                      Path(checkpoint_dir), encoders=arrangement, device_layouts=device_layouts)
         prepare, runtime._goal_fn, runtime._act_fn = serving_fns(policy.agent_name, policy.config,
-                                                                 policy.action_stats, stacked)
+                                                                 policy.action_stats, arrangement)
         params = prepare(policy.params)
         sharding = jax.sharding.SingleDeviceSharding(device)
         abstract = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), params)
@@ -129,7 +142,8 @@ class PolicyRuntime:
                                                           np.repeat(codes[None], size, axis=0)))
         runtime.warmup_s = time.perf_counter() - start
         logger.info("policy %s (%s step %d) ready on %s%s%s: buckets %s compiled and warmed in %.1f s",
-                    name, policy.agent_name, policy.step, device, ", encoders stacked" if stacked else "",
+                    name, policy.agent_name, policy.step, device,
+                    "" if arrangement == "separate" else f", encoders {arrangement}",
                     ", weights in the device's layout" if device_layouts else "", runtime.buckets,
                     runtime.warmup_s)
         return runtime

@@ -46,7 +46,7 @@ class ServeSettings:
     compilation_cache: str = "~/.cache/mqe-deploy/jax"  # persistent JAX compilation cache; "" disables
     episode_idle_s: float = 30.0  # an episode without requests for this long is logged as ended
     log_level: str = "info"  # debug logs one line per request; info one per episode
-    stack_encoders: Literal["auto", "on", "off"] = "auto"  # image MQE: actor and critic encoders as one network; auto: on GPUs only
+    stack_encoders: Literal["auto", "on", "off", "twin"] = "auto"  # image MQE: actor and critic encoders as one network (on: vmapped; twin: one ResNet twice as wide); auto: on, on GPUs only
 
     def __post_init__(self) -> None:
         problems = []
@@ -64,8 +64,8 @@ class ServeSettings:
             problems.append("--goal-cache-size must be >= 1")
         if self.log_level.lower() not in ("debug", "info", "warning", "error"):
             problems.append(f"--log-level {self.log_level!r}: choose debug, info, warning or error")
-        if self.stack_encoders not in ("auto", "on", "off"):
-            problems.append(f"--stack-encoders {self.stack_encoders!r}: choose auto, on or off")
+        if self.stack_encoders not in ("auto", "on", "off", "twin"):
+            problems.append(f"--stack-encoders {self.stack_encoders!r}: choose auto, on, off or twin")
         if self.token is not None and len(self.token) < 8:
             problems.append("--token must be at least 8 characters")
         names = [self._split(p)[0] for p in self.policy]
@@ -95,11 +95,14 @@ class ServeSettings:
         """Policy name -> checkpoint directory, in command-line order."""
         return dict(self._split(p) for p in self.policy)
 
-    def stacks_encoders_on(self, platform: str) -> bool:
-        """Whether image MQE policies on a device of `platform` ('cpu', 'gpu', ...) serve with stacked
-        encoders: faster on an H100 (0.90x back to back, 0.85x at 5 Hz), slower on the CPU, where XLA's
-        grouped convolutions are slow (1.41x): docs/benchmarks.md, "Stacked encoders"."""
-        return self.stack_encoders == "on" or (self.stack_encoders == "auto" and platform != "cpu")
+    def encoders_on(self, platform: str) -> str:
+        """How image MQE policies on a device of `platform` ('cpu', 'gpu', ...) run their two encoders
+        (`PolicyRuntime.load`'s `encoders`). auto stacks them on GPUs: faster on an H100 (0.90x back to
+        back, 0.85x at 5 Hz), slower on the CPU, where XLA's grouped convolutions are slow (1.41x):
+        docs/benchmarks.md, "Stacked encoders". twin is not measured on a GPU yet, so auto never picks it."""
+        if self.stack_encoders == "auto":
+            return "separate" if platform == "cpu" else "stacked"
+        return {"on": "stacked", "off": "separate", "twin": "twin"}[self.stack_encoders]
 
     @property
     def compilation_cache_dir(self) -> Path | None:

@@ -25,7 +25,7 @@ import optax
 
 from mqe_model.agents import scan_updates
 from mqe_model.data.sampling import check_probability
-from mqe_model.networks.encoders import make_encoder
+from mqe_model.networks.encoders import make_encoder, twin_encoder, twin_params
 from mqe_model.networks.mlp import (
     MLP,
     GaussianActorHead,
@@ -214,26 +214,37 @@ def encode_actor_goals(actor_params: Any, goals: jax.Array, config: MQEConfig) -
 
 
 STACKED_ENCODERS = "stacked_encoders"  # serving params: the actor's and the critic's encoder, stacked
+TWIN_ENCODER = "twin_encoder"  # serving params: both encoders as one ResNet of twice the width
 
 
-def stack_encoders(params: Any, config: MQEConfig) -> dict[str, Any]:
+def stack_encoders(params: Any, config: MQEConfig, twin: bool = False) -> dict[str, Any]:
     """Serving layout of image MQE params: the actor's and the critic's encoders (same architecture,
-    their own weights) stacked on a leading axis of 2 under `STACKED_ENCODERS`, and removed from the
-    actor and critic trees, so that `encode_stacked` runs both as one vmapped network: each layer is
-    one (grouped) kernel instead of two, which halves the kernel launches of a served step."""
+    their own weights) taken out of the actor and critic trees and merged, so that `encode_stacked`
+    runs both as one network and each layer is one kernel instead of two (half the launches of a
+    served step). Stacked on a leading axis of 2 under `STACKED_ENCODERS` (run with `jax.vmap`: grouped
+    convolutions), or with `twin` as one ResNet of twice the width under `TWIN_ENCODER`
+    (`encoders.twin_params`: block-diagonal filters, ordinary convolutions, twice their FLOPs)."""
     encoder = make_encoder(config.encoder)
     if encoder is None:
         raise ValueError("stack_encoders: this MQE config has no image encoder to stack")
+    if twin:
+        twin_encoder(encoder)  # refuses an encoder without a twin before any work
     actor, critic = dict(params["actor"]), dict(params["critic"])
     pair = actor.pop(_actor_encoder_key(encoder)), critic.pop("encoder")
+    if twin:
+        return {"actor": actor, "critic": critic, TWIN_ENCODER: twin_params(*pair)}
     stacked = jax.tree_util.tree_map(lambda a, c: jnp.stack([a, c]), *pair)
     return {"actor": actor, "critic": critic, STACKED_ENCODERS: stacked}
 
 
-def encode_stacked(stacked: Any, images: jax.Array, config: MQEConfig) -> tuple[jax.Array, jax.Array]:
-    """The actor encoder's and the critic encoder's features of `images`, from `stack_encoders` weights."""
+def encode_stacked(params: Any, images: jax.Array, config: MQEConfig) -> tuple[jax.Array, jax.Array]:
+    """The actor encoder's and the critic encoder's features of `images`, from `stack_encoders` params
+    (either arrangement)."""
     encoder = make_encoder(config.encoder)
-    features = jax.vmap(lambda p: encoder.apply({"params": p}, images))(stacked)
+    if TWIN_ENCODER in params:
+        features = twin_encoder(encoder).apply({"params": params[TWIN_ENCODER]}, images)
+        return jnp.split(features, 2, axis=-1)
+    features = jax.vmap(lambda p: encoder.apply({"params": p}, images))(params[STACKED_ENCODERS])
     return features[0], features[1]
 
 

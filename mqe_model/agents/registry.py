@@ -18,7 +18,7 @@ from mqe_model.agents import gcbc, gciql, mqe
 from mqe_model.data.dataset import Dataset
 from mqe_model.data.relabel import RelabelConfig, RelabelSampler
 from mqe_model.data.sampling import GoalSampler, SamplerConfig
-from mqe_model.networks.encoders import with_kernels_in_compute_dtype
+from mqe_model.networks.encoders import make_encoder, twin_encoder, with_kernels_in_compute_dtype
 from mqe_model.quasimetric import mrn_distance
 
 AGENT_NAMES = ("mqe", "gcbc", "gciql")
@@ -176,30 +176,47 @@ def make_critic_selected_fns(config: Any, action_dim: int, selection: CriticSele
     return encode_goals, act_selected
 
 
-def can_stack_encoders(name: str, config: Any) -> bool:
-    """Whether `make_serving_fns(..., stack_encoders=True)` changes anything: image MQE policies only
-    (two encoders of one architecture on the same input)."""
-    return name == "mqe" and config.encoder is not None
+ENCODER_ARRANGEMENTS = ("separate", "stacked", "twin")  # how a server runs image MQE's two encoders
 
 
-def make_serving_fns(name: str, config: Any, action_dim: int, stack_encoders: bool
+def encoder_arrangements(name: str, config: Any) -> tuple[str, ...]:
+    """The `make_serving_fns` arrangements that apply to a policy: 'separate' always; 'stacked' for image
+    MQE (two encoders of one architecture on the same input); 'twin' where that encoder is a ResNet."""
+    if name != "mqe" or config.encoder is None:
+        return ("separate",)
+    try:
+        twin_encoder(make_encoder(config.encoder))
+    except ValueError:
+        return ("separate", "stacked")
+    return ENCODER_ARRANGEMENTS
+
+
+def make_serving_fns(name: str, config: Any, action_dim: int, encoders: str = "separate"
                      ) -> tuple[Callable[[Any], Any], GoalFn, ActFn]:
     """`make_goal_and_act_fns` for a server: `(prepare, encode_goals, act)`, where the two functions
-    take `prepare(params)` instead of the checkpoint's params. With `stack_encoders`, for image MQE
-    policies, `prepare` stacks the actor's and the critic's encoders (`mqe.stack_encoders`) so each
-    goal and each step runs them as one vmapped network (half the kernel launches; on the CPU it is
-    slower, `docs/benchmarks.md`). Either way `prepare` casts the convolution kernels of a bf16 encoder
-    to bf16 once (`encoders.with_kernels_in_compute_dtype`: the numbers each call would cast them to)."""
+    take `prepare(params)` instead of the checkpoint's params. `encoders` (one of
+    `encoder_arrangements(name, config)`): 'stacked' and 'twin' have `prepare` merge an image MQE
+    policy's actor and critic encoders (`mqe.stack_encoders`) so each goal and each step runs them as
+    one network (half the kernel launches; on the CPU it is slower, `docs/benchmarks.md`). Either way
+    `prepare` casts the convolution kernels of a bf16 encoder to bf16 once
+    (`encoders.with_kernels_in_compute_dtype`: the numbers each call would cast them to)."""
+    if encoders not in encoder_arrangements(name, config):
+        raise ValueError(f"encoders={encoders!r} does not apply to this {name} policy; choose one of "
+                         f"{list(encoder_arrangements(name, config))}")
+
     def cast(params: Any) -> Any:
         return with_kernels_in_compute_dtype(params, config.encoder)
 
-    if not (stack_encoders and can_stack_encoders(name, config)):
+    if encoders == "separate":
         return cast, *make_goal_and_act_fns(name, config, action_dim)
 
     def encode_both(params: Any, x: jax.Array) -> tuple[jax.Array, jax.Array]:
-        return mqe.encode_stacked(params[mqe.STACKED_ENCODERS], x, config)
+        return mqe.encode_stacked(params, x, config)
 
-    return (lambda params: cast(mqe.stack_encoders(params, config))), *_mqe_inference(config, action_dim, encode_both)
+    def prepare(params: Any) -> Any:
+        return cast(mqe.stack_encoders(params, config, twin=encoders == "twin"))
+
+    return prepare, *_mqe_inference(config, action_dim, encode_both)
 
 
 def _mqe_inference(config: Any, action_dim: int, encode_both: Callable[[Any, jax.Array], tuple[jax.Array, jax.Array]],

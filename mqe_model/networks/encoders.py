@@ -111,6 +111,35 @@ class ResNetEncoder(nn.Module):
         return x.reshape(*lead, -1)
 
 
+def twin_encoder(encoder: nn.Module) -> ResNetEncoder:
+    """The ResNet that computes two `encoder`s of the same input side by side: twice the channels and
+    GroupNorm groups, so each group holds the same channels of one of the two. With `twin_params` it
+    returns both encoders' features, concatenated; every layer is one ordinary convolution where
+    `jax.vmap` over two encoders makes a grouped one (on a GPU, cuDNN slices its input per group)."""
+    if not isinstance(encoder, ResNetEncoder):
+        raise ValueError(f"only ResNet encoders have a twin, not {type(encoder).__name__}: their "
+                         "normalisation mixes channels")
+    return encoder.clone(width=2 * encoder.width, norm_groups=2 * encoder.norm_groups)
+
+
+def twin_params(first: Any, second: Any) -> Any:
+    """`twin_encoder` weights from two ResNet encoders' weights: the stem's filters side by side (both read
+    the image), every later filter block-diagonal (exact zeros between the two), GroupNorm scales and
+    biases concatenated. Its features are `first`'s, then `second`'s."""
+    flat_first, flat_second = traverse_util.flatten_dict(first), traverse_util.flatten_dict(second)
+
+    def merge(path: tuple[str, ...], a: jax.Array) -> jax.Array:
+        b = flat_second[path]
+        if path[-1] != "kernel" or path == ("Conv_0", "kernel"):
+            return jnp.concatenate([a, b], axis=-1)
+        zeros = jnp.zeros((*a.shape[:-1], b.shape[-1]), a.dtype)
+        top = jnp.concatenate([a, zeros], axis=-1)
+        bottom = jnp.concatenate([jnp.zeros((*b.shape[:-2], a.shape[-2], a.shape[-1]), b.dtype), b], axis=-1)
+        return jnp.concatenate([top, bottom], axis=-2)
+
+    return traverse_util.unflatten_dict({path: merge(path, leaf) for path, leaf in flat_first.items()})
+
+
 def with_kernels_in_compute_dtype(params: Any, name: str | None) -> Any:
     """`params` (any agent's tree) with every convolution kernel in the compute dtype of the encoder
     `name`, as flax's `nn.Conv(dtype=...)` casts it on each call: the same numbers, cast once. A server

@@ -56,7 +56,7 @@ def test_missing_checkpoint_names_the_path(tmp_path):
         load_policy(tmp_path)
 
 
-@pytest.mark.parametrize("encoder", [None, "impala_tiny"])
+@pytest.mark.parametrize("encoder", [None, "impala_tiny", "resnet_tiny"])
 def test_goal_codes_then_act_equal_the_agent_on_raw_goals(encoder):
     """Serving encodes a goal once (psi(g), actor goal features); the result must be the agent's."""
     import dataclasses
@@ -70,10 +70,15 @@ def test_goal_codes_then_act_equal_the_agent_on_raw_goals(encoder):
     goals = obs[::-1].copy()
     agent = mqe.MQEAgent.create(0, {"observations": obs, "actions": np.zeros((3, 4), np.float32)}, config)
     expected = agent.sample_actions(obs, goals, jax.random.PRNGKey(0), temperature=0.0)
-    plain = registry.make_goal_and_act_fns("mqe", config, 4)
-    prepare, *serving = registry.make_serving_fns("mqe", config, 4, stack_encoders=True)
-    # the server's layout (image MQE: both encoders stacked into one network) must answer alike
-    for params, (encode_goals, act) in ((agent.params, plain), (prepare(agent.params), serving)):
+    served = [(agent.params, registry.make_goal_and_act_fns("mqe", config, 4))]
+    # the server's layouts (image MQE: both encoders as one network, stacked or a ResNet's twin) answer alike
+    arrangements = registry.encoder_arrangements("mqe", config)
+    assert arrangements == {None: ("separate",), "impala_tiny": ("separate", "stacked"),
+                            "resnet_tiny": ("separate", "stacked", "twin")}[encoder]
+    for arrangement in arrangements:
+        prepare, *serving = registry.make_serving_fns("mqe", config, 4, arrangement)
+        served.append((prepare(agent.params), serving))
+    for params, (encode_goals, act) in served:
         codes = jax.jit(encode_goals)(params, goals)
         assert codes.shape[0] == 3 and codes.dtype == np.float32
         actions, distance = jax.jit(act)(params, obs, codes)
@@ -96,9 +101,52 @@ def test_serving_layout_stacks_the_two_encoders_once():
     assert jax.tree_util.tree_leaves(served[mqe.STACKED_ENCODERS])[0].shape == (2, *critic_kernel.shape)
     with pytest.raises(ValueError, match="no image encoder"):
         mqe.stack_encoders(params, mqe.get_config("tiny"))
+    with pytest.raises(ValueError, match="only ResNet encoders have a twin, not ImpalaEncoder"):
+        mqe.stack_encoders(params, config, twin=True)
     for name in ("gcbc", "gciql"):  # nothing to stack: the checkpoint's params are served as they are
-        prepare, *_ = registry.make_serving_fns(name, config, 4, stack_encoders=True)
+        prepare, *_ = registry.make_serving_fns(name, config, 4)
         assert prepare(params) is params
+        with pytest.raises(ValueError, match=r"encoders='stacked' does not apply to this .* \['separate'\]"):
+            registry.make_serving_fns(name, config, 4, "stacked")
+
+
+def test_twin_encoder_is_the_two_resnets_side_by_side():
+    """One ResNet of twice the width: the stem's filters side by side, every later filter block-diagonal
+    with exact zeros off the diagonal, GroupNorm's groups doubled so each holds one encoder's channels;
+    its features are the actor encoder's, then the critic encoder's."""
+    import dataclasses
+
+    from flax import traverse_util
+
+    from mqe_model.networks.encoders import twin_encoder
+
+    config = dataclasses.replace(mqe.get_config("tiny"), encoder="resnet_tiny")
+    rng = np.random.default_rng(4)
+    obs = rng.integers(0, 256, (3, 16, 16, 3), dtype=np.uint8)
+    params = mqe.MQEAgent.create(0, {"observations": obs, "actions": np.zeros((3, 4), np.float32)}, config).params
+    # away from the initialisation, whose zero GroupNorm scales would hide a misplaced block
+    leaves, tree = jax.tree_util.tree_flatten(params)
+    params = jax.tree_util.tree_unflatten(tree, [leaf + 0.1 * rng.standard_normal(leaf.shape).astype(leaf.dtype)
+                                                 for leaf in leaves])
+    served = mqe.stack_encoders(params, config, twin=True)
+    assert set(served) == {"actor", "critic", mqe.TWIN_ENCODER}
+    actor_encoder, critic_encoder = params["actor"]["ResNetEncoder_0"], params["critic"]["encoder"]
+    flat = traverse_util.flatten_dict(served[mqe.TWIN_ENCODER])
+    stem = flat[("Conv_0", "kernel")]
+    np.testing.assert_array_equal(stem, np.concatenate([actor_encoder["Conv_0"]["kernel"],
+                                                        critic_encoder["Conv_0"]["kernel"]], axis=-1))
+    block = flat[("ResNetBasicBlock_0", "Conv_0", "kernel")]
+    a, c = (e["ResNetBasicBlock_0"]["Conv_0"]["kernel"] for e in (actor_encoder, critic_encoder))
+    (cin, cout) = a.shape[-2:]
+    np.testing.assert_array_equal(block[..., :cin, :cout], a)
+    np.testing.assert_array_equal(block[..., cin:, cout:], c)
+    assert not np.any(block[..., :cin, cout:]) and not np.any(block[..., cin:, :cout])
+    encoder = twin_encoder(mqe.make_encoder("resnet_tiny"))
+    features = encoder.apply({"params": served[mqe.TWIN_ENCODER]}, obs)
+    separate = [mqe.make_encoder("resnet_tiny").apply({"params": p}, obs) for p in (actor_encoder, critic_encoder)]
+    np.testing.assert_allclose(features, np.concatenate(separate, axis=-1), rtol=1e-5, atol=1e-5)
+    for got, want in zip(mqe.encode_stacked(served, obs, config), separate, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_actor_refuses_encoded_observations_with_raw_goals():
@@ -212,8 +260,9 @@ def test_serving_casts_bf16_convolution_kernels_once_with_the_same_answers():
     obs = rng.integers(0, 256, (2, 16, 16, 3), dtype=np.uint8)
     goals = obs[::-1].copy()
     params = mqe.MQEAgent.create(0, {"observations": obs, "actions": np.zeros((2, 4), np.float32)}, config).params
-    for stack, uncast in ((False, params), (True, mqe.stack_encoders(params, config))):
-        prepare, encode_goals, act = registry.make_serving_fns("mqe", config, 4, stack_encoders=stack)
+    for arrangement, uncast in (("separate", params), ("stacked", mqe.stack_encoders(params, config)),
+                                ("twin", mqe.stack_encoders(params, config, twin=True))):
+        prepare, encode_goals, act = registry.make_serving_fns("mqe", config, 4, arrangement)
         served = prepare(params)
         assert conv_kernel_dtypes(uncast) == {"float32"} and conv_kernel_dtypes(served) == {"bfloat16"}
         changed = {path for path, leaf in traverse_util.flatten_dict(served).items()
@@ -226,4 +275,4 @@ def test_serving_casts_bf16_convolution_kernels_once_with_the_same_answers():
     impala = dataclasses.replace(config, encoder="impala_tiny")  # a float32 encoder: nothing to cast
     impala_params = mqe.MQEAgent.create(0, {"observations": obs, "actions": np.zeros((2, 4), np.float32)},
                                         impala).params
-    assert registry.make_serving_fns("mqe", impala, 4, stack_encoders=False)[0](impala_params) is impala_params
+    assert registry.make_serving_fns("mqe", impala, 4)[0](impala_params) is impala_params

@@ -93,7 +93,7 @@ def test_policies_load_with_the_stacking_the_settings_choose(image_ckpt):
 
     on = load_runtimes(ServeSettings(policy=(f"img={image_ckpt}",), batch_buckets=(1,), stack_encoders="on"))
     auto = load_runtimes(ServeSettings(policy=(f"img={image_ckpt}",), batch_buckets=(1,)))
-    assert on["img"].stack_encoders and not auto["img"].stack_encoders  # auto: no stacking on the CPU
+    assert on["img"].encoders == "stacked" and auto["img"].encoders == "separate"  # auto: no stacking on the CPU
 
 
 def request_counts(client: TestClient, endpoint: str) -> dict[str, float]:

@@ -109,21 +109,47 @@ def test_state_policy(state_runtime):
 
 
 def test_stacking_asked_of_a_state_policy_changes_nothing(state_ckpt):
-    runtime = PolicyRuntime.load(state_ckpt, buckets=(1,), name="state-stacked", stack_encoders=True)
-    assert not runtime.stack_encoders  # nothing to stack: a state MQE policy has no image encoders
+    for wanted in ("stacked", "twin"):
+        runtime = PolicyRuntime.load(state_ckpt, buckets=(1,), name="state-stacked", encoders=wanted)
+        assert runtime.encoders == "separate"  # nothing to stack: a state MQE policy has no image encoders
+
+
+def test_arrangements_fall_back_to_the_nearest_the_policy_has():
+    from server.runtime import served_arrangement
+
+    assert served_arrangement("twin", ("separate", "stacked")) == "stacked"  # impala: no twin
+    assert served_arrangement("stacked", ("separate", "stacked", "twin")) == "stacked"
+    assert served_arrangement("twin", ("separate",)) == "separate"
+    with pytest.raises(ValueError, match=r"encoders='vmap': choose one of \['separate', 'stacked', 'twin'\]"):
+        served_arrangement("vmap", ("separate",))
 
 
 def test_stacked_encoders_serve_the_same_actions(runtime, image_ckpt):
     from mqe_model.agents.mqe import STACKED_ENCODERS
 
-    stacked = PolicyRuntime.load(image_ckpt, buckets=(2,), name="img-stacked", stack_encoders=True)
+    stacked = PolicyRuntime.load(image_ckpt, buckets=(2,), name="img-stacked", encoders="stacked")
     assert STACKED_ENCODERS in stacked._params and STACKED_ENCODERS not in runtime._params
-    assert stacked.stack_encoders and not runtime.stack_encoders
+    assert stacked.encoders == "stacked" and runtime.encoders == "separate"
+    assert PolicyRuntime.load(image_ckpt, buckets=(1,), encoders="twin").encoders == "stacked"  # impala
+    assert_same_answers(stacked, runtime)
+
+
+def test_twin_resnet_encoder_serves_the_same_actions(tmp_path):
+    from mqe_model.agents.mqe import TWIN_ENCODER
+    from server.random_checkpoint import write_random_checkpoint
+
+    checkpoint = write_random_checkpoint(tmp_path / "resnet", "mqe", "tiny", ("encoder=resnet_tiny",), 32)
+    twin, separate = (PolicyRuntime.load(checkpoint, buckets=(2,), name=a, encoders=a) for a in ("twin", "separate"))
+    assert twin.encoders == "twin" and TWIN_ENCODER in twin._params
+    assert_same_answers(twin, separate)
+
+
+def assert_same_answers(served: PolicyRuntime, reference: PolicyRuntime) -> None:
     obs, goals = images(2, seed=4), images(2, seed=5)
-    codes = codes_of(stacked, goals)
-    np.testing.assert_allclose(codes, codes_of(runtime, goals), rtol=1e-5, atol=1e-6)
-    for got, want in zip(stacked.act_batch(obs, codes), runtime.act_batch(obs, codes), strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    codes = codes_of(served, goals)
+    np.testing.assert_allclose(codes, codes_of(reference, goals), rtol=1e-5, atol=1e-5)
+    for got, want in zip(served.act_batch(obs, codes), reference.act_batch(obs, codes), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def column_major_for_matrices(leaf, sharding):

@@ -30,7 +30,7 @@ def test_env_never_names_checkpoints():
     ({"policy": ("nodir",)}, "NAME=CHECKPOINT_DIR"),
     ({"port": 0}, "not a TCP port"),
     ({"batch_buckets": (0,)}, "positive"),
-    ({"stack_encoders": "yes"}, "choose auto, on or off"),
+    ({"stack_encoders": "yes"}, "choose auto, on, off or twin"),
 ])
 def test_bad_combinations_are_rejected(kwargs, match):
     with pytest.raises(SettingsError, match=match):
@@ -38,11 +38,12 @@ def test_bad_combinations_are_rejected(kwargs, match):
 
 
 def test_encoders_stack_on_gpus_unless_told():
-    auto, on, off = (ServeSettings(stack_encoders=v) for v in ("auto", "on", "off"))
+    auto, on, off, twin = (ServeSettings(stack_encoders=v) for v in ("auto", "on", "off", "twin"))
     assert ServeSettings().stack_encoders == "auto"
-    assert auto.stacks_encoders_on("gpu") and not auto.stacks_encoders_on("cpu")
-    assert on.stacks_encoders_on("cpu") and not off.stacks_encoders_on("gpu")
-    assert parse(["--stack-encoders", "on"], {}).stack_encoders == "on"
+    assert auto.encoders_on("gpu") == "stacked" and auto.encoders_on("cpu") == "separate"
+    assert on.encoders_on("cpu") == "stacked" and off.encoders_on("gpu") == "separate"
+    assert twin.encoders_on("cpu") == twin.encoders_on("gpu") == "twin"
+    assert parse(["--stack-encoders", "twin"], {}).stack_encoders == "twin"
 
 
 def test_non_loopback_is_allowed_with_a_token_or_insecure():

@@ -1,0 +1,22 @@
+import json
+
+from benchmarks import act_latency
+
+TINY = ["--preset", "tiny", "--image-size", "16", "--runs", "5", "--paced-runs", "2", "--hz", "50",
+        "--profile-calls", "0"]
+
+
+def test_every_arrangement_of_a_resnet_policy_is_timed_against_the_earlier_ones(tmp_path, capsys):
+    out = tmp_path / "figures.json"
+    assert act_latency.main([*TINY, "--set", "encoder=resnet_tiny", "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    for arrangement in ("separate", "stacked", "twin"):
+        assert figures[f"{arrangement}: act back to back ms"] > 0
+    printed = capsys.readouterr().out
+    for ratio in ("stacked / separate", "twin / separate", "twin / stacked"):
+        assert f"{ratio}: back to back " in printed
+
+
+def test_an_arrangement_the_policy_lacks_is_refused(capsys):
+    assert act_latency.main([*TINY, "--set", "encoder=impala_tiny", "--encoders", "twin"]) == 2
+    assert "--encoders twin: this mqe policy has only separate, stacked" in capsys.readouterr().err
