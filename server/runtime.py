@@ -92,6 +92,7 @@ class PolicyRuntime:
     _compiled_goal: Any = dataclasses.field(default=None, repr=False)  # goal codes of one goal
     _params: Any = dataclasses.field(default=None, repr=False)  # policy.params in the serving layout
     _goal_fn: Any = dataclasses.field(default=None, repr=False)  # goal codes, over _params
+    _code: Any = dataclasses.field(default=None, repr=False)  # shape and dtype of one goal's codes
     _act_fn: Any = dataclasses.field(default=None, repr=False)  # act on codes, over _params
 
     # ------------------------------------------------------------------ loading
@@ -124,6 +125,9 @@ class PolicyRuntime:
         abstract = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), params)
         start = time.perf_counter()
         smallest, *others = runtime.buckets
+        # one goal's codes have the same shape at every batch size: traced once, not once per bucket
+        codes = jax.eval_shape(runtime._goal_fn, abstract, runtime._spec(1))
+        runtime._code = (codes.shape[1:], codes.dtype)
         requested = jax.tree_util.tree_map(lambda x: layout_request(x, sharding) if device_layouts else sharding,
                                            params)
         runtime._compiled[smallest] = runtime._compile(smallest, abstract, requested)
@@ -155,8 +159,8 @@ class PolicyRuntime:
     def _compile(self, size: int, params: Any, param_formats: Any) -> Any:
         """The act of batch `size` over weights shaped as `params`, laid out as `param_formats`."""
         observations = self._spec(size)
-        codes = jax.eval_shape(self._goal_fn, params, observations)
-        codes = jax.ShapeDtypeStruct(codes.shape, codes.dtype, sharding=observations.sharding)
+        (code_shape, code_dtype) = self._code
+        codes = jax.ShapeDtypeStruct((size, *code_shape), code_dtype, sharding=observations.sharding)
         shardings = (param_formats, observations.sharding, codes.sharding)
         return jax.jit(self._act_fn, in_shardings=shardings).lower(params, observations, codes).compile()
 
