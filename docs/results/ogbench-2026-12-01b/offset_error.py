@@ -5,22 +5,15 @@
 "before": `mrn_pairwise` as of a5a3726 (|x|^2 + |y|^2 - 2 x.y about the origin), read from git;
 "after": the tree's (about y's mean). Each pair (x_i, y_i) is ~10 environment steps apart.
 """
-import importlib.util
 import math
-import subprocess
-import tempfile
 
 import jax
 import numpy as np
+from before import quasimetric_before  # this folder, beside the script
 
 from mqe_model.quasimetric import mrn_pairwise, mrn_pairwise_naive
 
-with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-    f.write(subprocess.run(["git", "show", "a5a3726:mqe_model/quasimetric.py"], capture_output=True, text=True,
-                           check=True).stdout)
-spec = importlib.util.spec_from_file_location("quasimetric_before", f.name)
-before = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(before)
+before = quasimetric_before()
 
 STEP = -math.log(0.995)
 print("| spread | offset | d(x_i, y_i), steps | before: |fused - naive| mean / max, steps | after |")

@@ -2,22 +2,15 @@
 
     JAX_PLATFORMS=cpu PYTHONPATH=. python docs/results/ogbench-2026-12-01b/pairwise_cost.py
 """
-import importlib.util
-import subprocess
-import tempfile
 import time
 
 import jax
 import jax.numpy as jnp
+from before import quasimetric_before  # this folder, beside the script
 
 from mqe_model.quasimetric import mrn_pairwise
 
-with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-    f.write(subprocess.run(["git", "show", "a5a3726:mqe_model/quasimetric.py"], capture_output=True, text=True,
-                           check=True).stdout)
-spec = importlib.util.spec_from_file_location("quasimetric_before", f.name)
-before = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(before)
+before = quasimetric_before()
 
 x = jax.random.normal(jax.random.PRNGKey(0), (2, 256, 512))
 y = jax.random.normal(jax.random.PRNGKey(1), (2, 256, 512))
