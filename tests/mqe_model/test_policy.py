@@ -118,7 +118,7 @@ def test_twin_encoder_is_the_two_resnets_side_by_side():
 
     from flax import traverse_util
 
-    from mqe_model.networks.encoders import twin_encoder
+    from mqe_model.networks.encoders import make_encoder, twin_encoder
 
     config = dataclasses.replace(mqe.get_config("tiny"), encoder="resnet_tiny")
     rng = np.random.default_rng(4)
@@ -141,9 +141,9 @@ def test_twin_encoder_is_the_two_resnets_side_by_side():
     np.testing.assert_array_equal(block[..., :cin, :cout], a)
     np.testing.assert_array_equal(block[..., cin:, cout:], c)
     assert not np.any(block[..., :cin, cout:]) and not np.any(block[..., cin:, :cout])
-    encoder = twin_encoder(mqe.make_encoder("resnet_tiny"))
+    encoder = twin_encoder(make_encoder("resnet_tiny"))
     features = encoder.apply({"params": served[mqe.TWIN_ENCODER]}, obs)
-    separate = [mqe.make_encoder("resnet_tiny").apply({"params": p}, obs) for p in (actor_encoder, critic_encoder)]
+    separate = [make_encoder("resnet_tiny").apply({"params": p}, obs) for p in (actor_encoder, critic_encoder)]
     np.testing.assert_allclose(features, np.concatenate(separate, axis=-1), rtol=1e-5, atol=1e-5)
     for got, want in zip(mqe.encode_stacked(served, obs, config), separate, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
