@@ -92,7 +92,6 @@ class PolicyRuntime:
     _compiled_goal: Any = dataclasses.field(default=None, repr=False)  # goal codes of one goal
     _params: Any = dataclasses.field(default=None, repr=False)  # policy.params in the serving layout
     _goal_fn: Any = dataclasses.field(default=None, repr=False)  # goal codes, over _params
-    _code: Any = dataclasses.field(default=None, repr=False)  # shape and dtype of one goal's codes
     _act_fn: Any = dataclasses.field(default=None, repr=False)  # act on codes, over _params
 
     # ------------------------------------------------------------------ loading
@@ -126,17 +125,16 @@ class PolicyRuntime:
         start = time.perf_counter()
         smallest, *others = runtime.buckets
         # one goal's codes have the same shape at every batch size: traced once, not once per bucket
-        codes = jax.eval_shape(runtime._goal_fn, abstract, runtime._spec(1))
-        runtime._code = (codes.shape[1:], codes.dtype)
+        one_goal = jax.eval_shape(runtime._goal_fn, abstract, runtime._spec(1))
         requested = jax.tree_util.tree_map(lambda x: layout_request(x, sharding) if device_layouts else sharding,
                                            params)
-        runtime._compiled[smallest] = runtime._compile(smallest, abstract, requested)
+        runtime._compiled[smallest] = runtime._compile(smallest, abstract, requested, one_goal)
         formats = runtime._compiled[smallest].input_formats[0][0] if device_layouts else requested
         runtime._params = jax.device_put(params, formats)
         runtime._compiled_goal = jax.jit(runtime._goal_fn, in_shardings=(formats, sharding)).lower(
             abstract, runtime._spec(1)).compile()
         for size in others:
-            runtime._compiled[size] = runtime._compile(size, abstract, formats)
+            runtime._compiled[size] = runtime._compile(size, abstract, formats, one_goal)
         # One real run each: the first execution also allocates buffers and loads kernels.
         codes = runtime.encode_goal(np.zeros(policy.observation_shape, runtime.observation_dtype),
                                     preprocessed=True)
@@ -156,11 +154,11 @@ class PolicyRuntime:
         return jax.ShapeDtypeStruct((size, *self.policy.observation_shape), self.observation_dtype,
                                     sharding=jax.sharding.SingleDeviceSharding(self.device))
 
-    def _compile(self, size: int, params: Any, param_formats: Any) -> Any:
-        """The act of batch `size` over weights shaped as `params`, laid out as `param_formats`."""
+    def _compile(self, size: int, params: Any, param_formats: Any, one_goal: jax.ShapeDtypeStruct) -> Any:
+        """The act of batch `size` over weights shaped as `params`, laid out as `param_formats`;
+        `one_goal`: the goal codes of a batch of one."""
         observations = self._spec(size)
-        (code_shape, code_dtype) = self._code
-        codes = jax.ShapeDtypeStruct((size, *code_shape), code_dtype, sharding=observations.sharding)
+        codes = jax.ShapeDtypeStruct((size, *one_goal.shape[1:]), one_goal.dtype, sharding=observations.sharding)
         shardings = (param_formats, observations.sharding, codes.sharding)
         return jax.jit(self._act_fn, in_shardings=shardings).lower(params, observations, codes).compile()
 

@@ -132,10 +132,9 @@ def twin_params(first: Any, second: Any) -> Any:
         b = flat_second[path]
         if path[-1] != "kernel" or path == ("Conv_0", "kernel"):
             return jnp.concatenate([a, b], axis=-1)
-        zeros = jnp.zeros((*a.shape[:-1], b.shape[-1]), a.dtype)
-        top = jnp.concatenate([a, zeros], axis=-1)
-        bottom = jnp.concatenate([jnp.zeros((*b.shape[:-2], a.shape[-2], a.shape[-1]), b.dtype), b], axis=-1)
-        return jnp.concatenate([top, bottom], axis=-2)
+        (cin, cout), (cin_b, cout_b) = a.shape[-2:], b.shape[-2:]
+        block = jnp.zeros((*a.shape[:-2], cin + cin_b, cout + cout_b), a.dtype)
+        return block.at[..., :cin, :cout].set(a).at[..., cin:, cout:].set(b)
 
     return traverse_util.unflatten_dict({path: merge(path, leaf) for path, leaf in flat_first.items()})
 
