@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -46,7 +46,7 @@ class Args:
     checkpoint: Path | None = None  # a checkpoint; None: a random one of --preset
     preset: str = "bridge"  # MQE preset of the random checkpoint
     image_size: int = 128  # image size of the random checkpoint; 0 for a state policy
-    stack_encoders: bool | None = None  # None: as mqe-serve's auto (stacked on GPUs)
+    stack_encoders: Literal["auto", "on", "off", "twin"] = "auto"  # as mqe-serve's --stack-encoders
     hz: float = 5.0  # rate of the timed acts (one robot)
     calls: int = 40  # timed acts per setting
     periods_ms: tuple[float, ...] = (50.0, 20.0, 10.0)  # keeper periods tried, ms between its runs
@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"idle_latency: error: unknown --kinds {sorted(unknown)}; choose from act, tiny", file=sys.stderr)
         return 2
     from server.runtime import PolicyRuntime
+    from server.settings import ServeSettings
 
     checkpoint = args.checkpoint
     if checkpoint is None:
@@ -81,15 +82,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"idle_latency: error: {e}", file=sys.stderr)
             return 2
     device = jax.devices()[0]
-    stack = device.platform == "gpu" if args.stack_encoders is None else args.stack_encoders
-    runtime = PolicyRuntime.load(checkpoint, buckets=(1,), encoders="stacked" if stack else "separate")
+    wanted = ServeSettings(stack_encoders=args.stack_encoders).encoders_on(device.platform)
+    runtime = PolicyRuntime.load(checkpoint, buckets=(1,), encoders=wanted)
     act = blank_act(runtime)
     tiny = tiny_kernel(device)
     for _ in range(20):
         act()
     back_to_back = after_gap(act, 0.0, 100)
     print(f"{runtime.policy.agent_name} checkpoint {checkpoint}, batch 1, encoders "
-          f"{'stacked' if stack else 'separate'}, on {device.device_kind} ({device.platform}), jax {jax.__version__}")
+          f"{runtime.encoders}, on {device.device_kind} ({device.platform}), jax {jax.__version__}")
     print(f"act back to back: p50 {back_to_back:.3f} ms")
     print(f"{'keeper':>8} {'period ms':>9} {'act p50 ms':>10} {'p90 ms':>8} {'p50 / none':>10} {'keeper duty':>11}")
     settings = [("none", 0.0)] + [(kind, period) for kind in args.kinds for period in args.periods_ms]

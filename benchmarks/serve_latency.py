@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Literal
 
 import httpx
 import numpy as np
@@ -54,6 +55,7 @@ class Args:
     compilation_cache: Path = Path("~/.cache/mqe-deploy/jax")  # shared with mqe-serve
     port: int = 0  # loopback port of the server; 0 picks a free one
     drivers: int = 0  # processes the robots are spread over; 0: one per 12 robots, at most cores - 2
+    stack_encoders: Literal["auto", "on", "off", "twin"] = "auto"  # mqe-serve's --stack-encoders; the bare act uses the same
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -61,12 +63,17 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q)) if values else float("nan")
 
 
-def bare_act_ms(checkpoint: Path, size: int, runs: int) -> tuple[float, float]:
-    """(median ms of PolicyRuntime.act at batch 1, seconds to load and warm)."""
-    from server.runtime import PolicyRuntime
+def bare_act_ms(checkpoint: Path, size: int, runs: int, stack_encoders: str) -> tuple[float, float, str]:
+    """(median ms of PolicyRuntime.act at batch 1, seconds to load and warm, encoders served), the
+    encoders arranged as `mqe-serve --stack-encoders` arranges them on this device."""
+    import jax
 
+    from server.runtime import PolicyRuntime
+    from server.settings import ServeSettings
+
+    wanted = ServeSettings(stack_encoders=stack_encoders).encoders_on(jax.devices()[0].platform)
     start = time.perf_counter()
-    runtime = PolicyRuntime.load(checkpoint, buckets=(1,))
+    runtime = PolicyRuntime.load(checkpoint, buckets=(1,), encoders=wanted)
     load_s = time.perf_counter() - start
     rng = np.random.default_rng(0)
     goal = runtime.encode_goal(rng.integers(0, 256, (size, size, 3), dtype=np.uint8))
@@ -76,7 +83,7 @@ def bare_act_ms(checkpoint: Path, size: int, runs: int) -> tuple[float, float]:
         t = time.perf_counter()
         runtime.act(frames[i % 8], goal)
         times.append((time.perf_counter() - t) * 1000)
-    return statistics.median(times), load_s
+    return statistics.median(times), load_s, runtime.encoders
 
 
 def robot(url: str, size: int, args: Args, stop_at: float, count_from: float, index: int,
@@ -153,6 +160,10 @@ def drive(url: str, size: int, args: Args) -> tuple[list, list, int]:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print a compact summary."""
     args = tyro.cli(Args, args=argv)
+    if args.robots < 1 or args.seconds <= 0 or args.hz <= 0 or args.warmup_s < 0 or args.bare_runs < 1:
+        print("serve_latency: error: --robots and --bare-runs must be >= 1, --seconds and --hz > 0, "
+              "--warmup-s >= 0", file=sys.stderr)
+        return 2
     server_env = dict(os.environ)  # the server allocates GPU memory as mqe-serve always does
     # This process writes the random checkpoint and times the bare act; it must not take the GPU
     # memory that JAX preallocates by default away from the server it starts.
@@ -176,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {**server_env, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     cmd = [sys.executable, "-m", "server", "--policy", f"bench={checkpoint}", "--port", str(port),
            "--compilation-cache", str(args.compilation_cache.expanduser()), "--log-level", "warning",
-           "--batch-buckets", *map(str, args.buckets)]
+           "--batch-buckets", *map(str, args.buckets), "--stack-encoders", args.stack_encoders]
     started = time.perf_counter()
     server = subprocess.Popen(cmd, env=env, cwd=REPO)
     url = f"http://127.0.0.1:{port}"
@@ -198,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.terminate()
         server.wait(15)
-    bare_ms, load_s = bare_act_ms(checkpoint, size, args.bare_runs)
+    bare_ms, load_s, encoders = bare_act_ms(checkpoint, size, args.bare_runs, args.stack_encoders)
     rtt = [s[0] for s in samples]
     mean_batch = float("nan")
     if len(batch_line) == 2:
@@ -206,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         mean_batch = total / max(count, 1)
     print(f"checkpoint {checkpoint} ({args.preset if args.checkpoint is None else 'given'}), "
           f"{args.robots} robot(s) at {args.hz} Hz for {args.seconds:.0f} s over {drivers} driver "
-          f"process(es), image {size}x{size}")
+          f"process(es), image {size}x{size}, --stack-encoders {args.stack_encoders} (encoders {encoders})")
     print(f"cold start to ready: {ready_s:.1f} s (compilation cache {args.compilation_cache})")
     print(f"requests: {len(rtt)} ok, {len(errors)} errors" + (f" (first: {errors[0]})" if errors else ""))
     print(f"round trip ms: p50 {percentile(rtt, 50):.2f}  p90 {percentile(rtt, 90):.2f}  "

@@ -17,6 +17,7 @@ def test_prints_each_keeper_and_gap_with_its_ratio_and_leaves_no_spinner(capsys)
             "--periods-ms", "5", "--gaps-ms", "0", "1", "--gap-calls", "3", "--spinners", "1"]
     assert idle_latency.main(args) == 0
     out = capsys.readouterr().out
+    assert ", encoders separate, on " in out  # auto on the CPU, as mqe-serve
     keepers = re.findall(r"^\s+(none|act|tiny)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)%", out, re.M)
     assert [(k, int(p)) for k, p, *_ in keepers] == [("none", 0), ("act", 5), ("tiny", 5)]
     assert float(keepers[0][4]) == 1.0 and float(keepers[0][5]) == 0.0  # no keeper: ratio 1, no duty
