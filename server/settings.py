@@ -99,7 +99,8 @@ class ServeSettings:
         """How image MQE policies on a device of `platform` ('cpu', 'gpu', ...) run their two encoders
         (`PolicyRuntime.load`'s `encoders`). auto stacks them on GPUs: faster on an H100 (0.90x back to
         back, 0.85x at 5 Hz), slower on the CPU, where XLA's grouped convolutions are slow (1.41x):
-        docs/benchmarks.md, "Stacked encoders". twin is not measured on a GPU yet, so auto never picks it."""
+        docs/benchmarks.md, "Stacked encoders". auto never picks twin: on an H200 it was 0.78x the stacked act
+        at 5 Hz in-process but 1.01x served (one run each, docs/benchmarks.md, twenty-sixth session)."""
         if self.stack_encoders == "auto":
             return "separate" if platform == "cpu" else "stacked"
         return {"on": "stacked", "off": "separate", "twin": "twin"}[self.stack_encoders]
