@@ -9,11 +9,18 @@ its clocks when idle, or the host's caches and the act's dispatch path go cold. 
 tells them apart by timing paced acts while a keeper thread, between them, every `--periods-ms`:
 - `act`: runs the same compiled act on a blank observation (warms the whole path: host code,
   dispatch, the GPU's clocks), as a keep-warm loop in the server would (not built: it does not help);
-- `tiny`: runs one tiny jitted kernel (keeps the GPU's clocks up, little else).
-The keeper and the timed act share a lock, so a request that arrives while the keeper runs waits
+- `tiny`: runs one tiny jitted kernel (keeps the GPU's clocks up, little else);
+- `wide`: runs one elementwise kernel over 64 MB (every SM and the memory busy for ~30 us on an H200;
+  64 KB on a CPU), for a device whose memory clock or idle SMs, not its SM clock, slow the act.
+These keepers run on a thread of their own, as the server's would. Three more run in the thread that
+calls the act, in place of its sleep between requests, as the server's worker could while it waits:
+- `poll`: wakes every period and does nothing (is it the calling thread's long sleep?);
+- `self-tiny`: wakes every period and runs the tiny kernel from the calling thread;
+- `spin`: busy-waits until the request instead of sleeping (one core; the period is not used).
+A keeper and the timed act share a lock, so a request that arrives while the keeper runs waits
 for it, as it would in the server; each paced call sleeps a jittered period so its phase against
 the keeper varies. Prints, per setting, the p50 / p90 act time and its ratio to no keeper measured
-in the same run, and the keeper's share of the device's time.
+in the same run, and the keeper's share of the wall time (for `spin`, of one core's).
 
 Then the onset: the act's p50 after idle gaps of `--gaps-ms` (how long the host and device must be
 idle before the act slows), and with `--spinners N` the same again while N busy processes at the
@@ -50,7 +57,7 @@ class Args:
     hz: float = 5.0  # rate of the timed acts (one robot)
     calls: int = 40  # timed acts per setting
     periods_ms: tuple[float, ...] = (50.0, 20.0, 10.0)  # keeper periods tried, ms between its runs
-    kinds: tuple[str, ...] = ("act", "tiny")  # keepers tried: the act itself, or one tiny kernel
+    kinds: tuple[str, ...] = ("act", "tiny")  # keepers tried: act, tiny, wide (own thread); poll, self-tiny, spin (the act's)
     gaps_ms: tuple[float, ...] = (0.0, 0.5, 2.0, 10.0, 50.0, 200.0)  # idle gaps before an act, ms
     gap_calls: int = 20  # timed acts per gap
     spinners: int = 0  # also measure the gaps with this many nice-19 busy processes (0: not)
@@ -65,8 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.gap_calls < 3 or args.spinners < 0 or any(g < 0 for g in args.gaps_ms):
         print("idle_latency: error: --gap-calls must be >= 3, --spinners and --gaps-ms >= 0", file=sys.stderr)
         return 2
-    if unknown := set(args.kinds) - {"act", "tiny"}:
-        print(f"idle_latency: error: unknown --kinds {sorted(unknown)}; choose from act, tiny", file=sys.stderr)
+    if unknown := set(args.kinds) - set(KINDS):
+        print(f"idle_latency: error: unknown --kinds {sorted(unknown)}; choose from {', '.join(KINDS)}",
+              file=sys.stderr)
         return 2
     from server.runtime import PolicyRuntime
     from server.settings import ServeSettings
@@ -85,22 +93,24 @@ def main(argv: list[str] | None = None) -> int:
     wanted = ServeSettings(stack_encoders=args.stack_encoders).encoders_on(device.platform)
     runtime = PolicyRuntime.load(checkpoint, buckets=(1,), encoders=wanted)
     act = blank_act(runtime)
-    tiny = tiny_kernel(device)
+    tiny = elementwise_kernel(device, 256)
+    work = {"act": act, "tiny": tiny, "self-tiny": tiny, "poll": None, "spin": None,
+            "wide": elementwise_kernel(device, 1 << 24 if device.platform == "gpu" else 1 << 14)}
     for _ in range(20):
         act()
     back_to_back = after_gap(act, 0.0, 100)
     print(f"{runtime.policy.agent_name} checkpoint {checkpoint}, batch 1, encoders "
           f"{runtime.encoders}, on {device.device_kind} ({device.platform}), jax {jax.__version__}")
     print(f"act back to back: p50 {back_to_back:.3f} ms")
-    print(f"{'keeper':>8} {'period ms':>9} {'act p50 ms':>10} {'p90 ms':>8} {'p50 / none':>10} {'keeper duty':>11}")
-    settings = [("none", 0.0)] + [(kind, period) for kind in args.kinds for period in args.periods_ms]
+    print(f"{'keeper':>9} {'period ms':>9} {'act p50 ms':>10} {'p90 ms':>8} {'p50 / none':>10} {'keeper duty':>11}")
+    settings = [("none", 0.0)] + [(kind, period) for kind in args.kinds
+                                  for period in ((0.0,) if kind == "spin" else args.periods_ms)]
     none_p50 = None
     for kind, period in settings:
-        keeper = {"act": act, "tiny": tiny}.get(kind)
-        times, duty = paced(act, args.hz, args.calls, keeper, period / 1e3)
+        times, duty = paced(act, args.hz, args.calls, kind, work.get(kind), period / 1e3)
         p50, p90 = float(np.median(times)), float(np.percentile(times, 90))
         none_p50 = p50 if none_p50 is None else none_p50
-        print(f"{kind:>8} {period:9g} {p50:10.3f} {p90:8.3f} {p50 / none_p50:10.2f} {duty:11.1%}")
+        print(f"{kind:>9} {period:9g} {p50:10.3f} {p90:8.3f} {p50 / none_p50:10.2f} {duty:11.1%}")
     if args.gaps_ms:
         idle = {gap: after_gap(act, gap / 1e3, args.gap_calls) for gap in args.gaps_ms}
         busy = {}
@@ -149,18 +159,22 @@ def blank_act(runtime: Any) -> Callable[[], None]:
     return lambda: runtime.act_batch(observation, codes)
 
 
-def tiny_kernel(device: Any) -> Callable[[], None]:
-    """One small jitted kernel on the device, to completion."""
-    x = jax.device_put(jnp.ones((256,), jnp.float32), device)
+def elementwise_kernel(device: Any, size: int) -> Callable[[], None]:
+    """One jitted elementwise kernel over `size` float32 numbers on the device, to completion."""
+    x = jax.device_put(jnp.ones((size,), jnp.float32), device)
     add = jax.jit(lambda v: v + 1.0)
     jax.block_until_ready(add(x))
     return lambda: jax.block_until_ready(add(x))
 
 
-def paced(act: Callable[[], None], hz: float, calls: int, keeper: Callable[[], None] | None,
+KINDS = ("act", "tiny", "wide", "poll", "self-tiny", "spin")  # --kinds; the last three run in the act's thread
+
+
+def paced(act: Callable[[], None], hz: float, calls: int, kind: str, keeper: Callable[[], None] | None,
           period_s: float) -> tuple[list[float], float]:
-    """Times (ms) of `calls` acts at `hz`, with `keeper` run every `period_s` in between (None: idle),
-    and the keeper's share of the wall time."""
+    """Times (ms) of `calls` acts at `hz` with keeper `kind` ('none' or one of KINDS) between them,
+    and the keeper's share of the wall time. `act`, `tiny` and `wide` run `keeper` every `period_s` on
+    a thread of their own; `poll`, `self-tiny` and `spin` replace the calling thread's sleep."""
     lock, stop, busy = threading.Lock(), threading.Event(), [0.0]
 
     def keep() -> None:
@@ -170,13 +184,27 @@ def paced(act: Callable[[], None], hz: float, calls: int, keeper: Callable[[], N
                 keeper()
                 busy[0] += time.perf_counter() - start
 
-    thread = threading.Thread(target=keep, daemon=True) if keeper is not None else None
+    def wait_until(deadline: float) -> None:
+        if kind == "spin":
+            start = time.perf_counter()
+            while time.perf_counter() < deadline:
+                pass
+            busy[0] += time.perf_counter() - start
+            return
+        while (left := deadline - time.perf_counter()) > 0:
+            time.sleep(min(left, period_s) if kind in ("poll", "self-tiny") else left)
+            if kind == "self-tiny" and time.perf_counter() < deadline:
+                start = time.perf_counter()
+                keeper()
+                busy[0] += time.perf_counter() - start
+
+    thread = threading.Thread(target=keep, daemon=True) if kind in ("act", "tiny", "wide") else None
     if thread is not None:
         thread.start()
     rng, times, begin = np.random.default_rng(0), [], time.perf_counter()
     try:
         for _ in range(calls):
-            time.sleep(rng.uniform(0.9, 1.1) / hz)
+            wait_until(time.perf_counter() + rng.uniform(0.9, 1.1) / hz)
             start = time.perf_counter()
             with lock:
                 act()

@@ -18,12 +18,29 @@ def test_prints_each_keeper_and_gap_with_its_ratio_and_leaves_no_spinner(capsys)
     assert idle_latency.main(args) == 0
     out = capsys.readouterr().out
     assert ", encoders separate, on " in out  # auto on the CPU, as mqe-serve
-    keepers = re.findall(r"^\s+(none|act|tiny)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)%", out, re.M)
+    keepers = keeper_rows(out)
     assert [(k, int(p)) for k, p, *_ in keepers] == [("none", 0), ("act", 5), ("tiny", 5)]
     assert float(keepers[0][4]) == 1.0 and float(keepers[0][5]) == 0.0  # no keeper: ratio 1, no duty
     assert all(float(duty) > 0 for *_, duty in keepers[1:])
     gaps = re.findall(r"gap\s+([\d.]+) ms:\s+([\d.]+)\s+\(([\d.]+)x the first gap\)\s+spinners\s+([\d.]+)", out)
     assert [float(g) for g, *_ in gaps] == [0.0, 1.0] and float(gaps[0][2]) == 1.0
+
+
+def keeper_rows(out: str) -> list[tuple[str, ...]]:
+    return re.findall(r"^\s*(none|act|tiny|wide|poll|self-tiny|spin)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)%",
+                      out, re.M)
+
+
+def test_keepers_in_the_acting_thread_replace_its_sleep_and_spin_has_no_period(capsys):
+    args = ["--checkpoint", str(DEMO), "--hz", "50", "--calls", "5", "--kinds", "wide", "poll", "self-tiny", "spin",
+            "--periods-ms", "5", "2", "--gaps-ms"]
+    assert idle_latency.main(args) == 0
+    rows = {(k, int(p)): float(duty) for k, p, *_, duty in keeper_rows(capsys.readouterr().out)}
+    assert list(rows) == [("none", 0), ("wide", 5), ("wide", 2), ("poll", 5), ("poll", 2),
+                          ("self-tiny", 5), ("self-tiny", 2), ("spin", 0)]
+    assert rows[("poll", 2)] == 0.0  # waking up is not work
+    assert rows[("wide", 2)] > 0 and rows[("self-tiny", 2)] > 0
+    assert rows[("spin", 0)] > 50.0  # the acting thread busy-waits for the whole ~20 ms between acts
 
 
 def test_spinners_run_inside_the_block_at_the_lowest_priority_and_are_gone_after_it():
@@ -36,7 +53,7 @@ def test_spinners_run_inside_the_block_at_the_lowest_priority_and_are_gone_after
 @pytest.mark.parametrize("args, message", [
     (["--hz", "0"], "--hz and --periods-ms must be > 0"),
     (["--gap-calls", "1"], "--gap-calls must be >= 3"),
-    (["--kinds", "spin"], "unknown --kinds ['spin']"),
+    (["--kinds", "jog"], "unknown --kinds ['jog']; choose from act, tiny, wide, poll, self-tiny, spin"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(capsys, args, message):
     assert idle_latency.main(["--checkpoint", str(DEMO), *args]) == 2
