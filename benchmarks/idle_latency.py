@@ -38,12 +38,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import tyro
+
+from server.settings import ServeSettings, StackEncoders
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +55,7 @@ class Args:
     checkpoint: Path | None = None  # a checkpoint; None: a random one of --preset
     preset: str = "bridge"  # MQE preset of the random checkpoint
     image_size: int = 128  # image size of the random checkpoint; 0 for a state policy
-    stack_encoders: Literal["auto", "on", "off", "twin"] = "auto"  # as mqe-serve's --stack-encoders
+    stack_encoders: StackEncoders = "auto"  # as mqe-serve's --stack-encoders
     hz: float = 5.0  # rate of the timed acts (one robot)
     calls: int = 40  # timed acts per setting
     periods_ms: tuple[float, ...] = (50.0, 20.0, 10.0)  # keeper periods tried, ms between its runs
@@ -77,7 +79,6 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     from server.runtime import PolicyRuntime
-    from server.settings import ServeSettings
 
     checkpoint = args.checkpoint
     if checkpoint is None:

@@ -27,13 +27,13 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Literal
 
 import httpx
 import numpy as np
 import tyro
 
 from server.demo import free_port
+from server.settings import ServeSettings, StackEncoders
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -55,7 +55,7 @@ class Args:
     compilation_cache: Path = Path("~/.cache/mqe-deploy/jax")  # shared with mqe-serve
     port: int = 0  # loopback port of the server; 0 picks a free one
     drivers: int = 0  # processes the robots are spread over; 0: one per 12 robots, at most cores - 2
-    stack_encoders: Literal["auto", "on", "off", "twin"] = "auto"  # mqe-serve's --stack-encoders; the bare act uses the same
+    stack_encoders: StackEncoders = "auto"  # mqe-serve's --stack-encoders; the bare act uses the same
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -69,7 +69,6 @@ def bare_act_ms(checkpoint: Path, size: int, runs: int, stack_encoders: str) -> 
     import jax
 
     from server.runtime import PolicyRuntime
-    from server.settings import ServeSettings
 
     wanted = ServeSettings(stack_encoders=stack_encoders).encoders_on(jax.devices()[0].platform)
     start = time.perf_counter()

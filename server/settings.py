@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
+import typing
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -22,6 +23,8 @@ DEFAULT_BUCKETS = (1, 2, 4, 8, 16, 32)
 ENV_PREFIX = "MQE_SERVE_"
 TOKEN_ENV = "MQE_SERVER_TOKEN"
 LOOPBACK_NAMES = ("localhost",)
+StackEncoders = Literal["auto", "on", "off", "twin"]  # --stack-encoders (also the latency benchmarks')
+STACK_ENCODERS = typing.get_args(StackEncoders)
 
 
 class SettingsError(ValueError):
@@ -46,7 +49,7 @@ class ServeSettings:
     compilation_cache: str = "~/.cache/mqe-deploy/jax"  # persistent JAX compilation cache; "" disables
     episode_idle_s: float = 30.0  # an episode without requests for this long is logged as ended
     log_level: str = "info"  # debug logs one line per request; info one per episode
-    stack_encoders: Literal["auto", "on", "off", "twin"] = "auto"  # image MQE: actor and critic encoders as one network (on: vmapped; twin: one ResNet twice as wide); auto: on, on GPUs only
+    stack_encoders: StackEncoders = "auto"  # image MQE: actor and critic encoders as one network (on: vmapped; twin: one ResNet twice as wide); auto: on, on GPUs only
 
     def __post_init__(self) -> None:
         problems = []
@@ -64,7 +67,7 @@ class ServeSettings:
             problems.append("--goal-cache-size must be >= 1")
         if self.log_level.lower() not in ("debug", "info", "warning", "error"):
             problems.append(f"--log-level {self.log_level!r}: choose debug, info, warning or error")
-        if self.stack_encoders not in ("auto", "on", "off", "twin"):
+        if self.stack_encoders not in STACK_ENCODERS:
             problems.append(f"--stack-encoders {self.stack_encoders!r}: choose auto, on, off or twin")
         if self.token is not None and len(self.token) < 8:
             problems.append("--token must be at least 8 characters")
