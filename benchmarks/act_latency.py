@@ -13,6 +13,9 @@ separately (the CPU server's default), stacked into one vmapped network (the GPU
 ResNet as one network of twice the width (`PolicyRuntime.load(..., encoders=...)`), and prints each
 one's ratio to the ones measured before it. `--layouts both` also measures each arrangement with its weights row-major, as the server
 kept them before it stored them in the layout XLA chose (`PolicyRuntime.load(..., device_layouts=...)`).
+`--phases` also splits the act into its three steps, back to back and paced: copying the frame and goal
+codes to the device, running the executable to completion, and copying the action and distance back, to
+show which step a lone robot's slower act loses its time in.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class Args:
     layouts: Literal["device", "row-major", "both"] = "device"  # weights in the layout XLA chose (the server's), row-major, or both
     encoders: tuple[str, ...] = ()  # encoder arrangements to measure (separate, stacked, twin); (): all the policy has
     json: Path | None = None  # also write the figures (ms) here, e.g. for benchmarks.xla_flags
+    phases: bool = False  # also time the act's steps (inputs to the device, run, outputs back), back to back and paced
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
               f"({args.runs} calls)")
         print(f"[{label}] act at {args.hz:g} Hz (device idle in between): p50 {figures['paced']:.3f} ms, "
               f"ratio to back to back {figures['paced'] / figures['back_to_back']:.2f}")
+        for phase, (together, paced) in figures.get("phases", {}).items():
+            print(f"[{label}] step {phase:>6}: p50 {together:.3f} ms back to back, {paced:.3f} ms at {args.hz:g} Hz "
+                  f"({paced / together:.2f}x)")
+            report.update({f"{layout}: {phase} back to back ms": together, f"{layout}: {phase} at {args.hz:g} Hz ms": paced})
         if device.platform == "gpu" and args.profile_calls:
             kernel_us, launches, rows = kernel_profile(figures["call"], args.profile_calls)
             print(f"[{label}] kernels per act: {kernel_us:.1f} us of device time in {launches:.0f} launches "
@@ -153,8 +161,37 @@ def measure(runtime: Any, args: Args) -> dict[str, Any]:
         start = time.perf_counter()
         call()
         paced.append((time.perf_counter() - start) * 1e3)
-    return {"goal": statistics.median(goal_times[1:]), "back_to_back": statistics.median(back_to_back),
-            "p10": float(np.percentile(back_to_back, 10)), "paced": statistics.median(paced), "call": call}
+    figures = {"goal": statistics.median(goal_times[1:]), "back_to_back": statistics.median(back_to_back),
+               "p10": float(np.percentile(back_to_back, 10)), "paced": statistics.median(paced), "call": call}
+    if args.phases:
+        figures["phases"] = timed_steps(runtime, act, observations, codes, args)
+    return figures
+
+
+def timed_steps(runtime: Any, act: Any, observations: np.ndarray, codes: np.ndarray,
+                args: Args) -> dict[str, tuple[float, float]]:
+    """p50 ms of the act's three steps, (back to back, paced at `args.hz`): the inputs put on the
+    device, the executable run to completion on them, and its outputs fetched to the host."""
+
+    def steps() -> tuple[float, float, float]:
+        t0 = time.perf_counter()
+        inputs = jax.block_until_ready(jax.device_put((observations, codes), runtime.device))
+        t1 = time.perf_counter()
+        outputs = jax.block_until_ready(act(runtime._params, *inputs))
+        t2 = time.perf_counter()
+        jax.device_get(outputs)
+        t3 = time.perf_counter()
+        return (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3
+
+    for _ in range(5):
+        steps()
+    together = [steps() for _ in range(args.runs)]
+    paced = []
+    for _ in range(args.paced_runs):
+        time.sleep(1.0 / args.hz)
+        paced.append(steps())
+    return {name: (statistics.median(t[i] for t in together), statistics.median(t[i] for t in paced))
+            for i, name in enumerate(("put", "run", "get"))}
 
 
 if __name__ == "__main__":

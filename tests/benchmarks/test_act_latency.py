@@ -20,3 +20,15 @@ def test_every_arrangement_of_a_resnet_policy_is_timed_against_the_earlier_ones(
 def test_an_arrangement_the_policy_lacks_is_refused(capsys):
     assert act_latency.main([*TINY, "--set", "encoder=impala_tiny", "--encoders", "twin"]) == 2
     assert "--encoders twin: this mqe policy has only separate, stacked" in capsys.readouterr().err
+
+
+def test_phases_split_the_act_into_its_three_steps_back_to_back_and_paced(tmp_path, capsys):
+    out = tmp_path / "figures.json"
+    assert act_latency.main([*TINY, "--set", "encoder=impala_tiny", "--encoders", "separate", "--phases",
+                             "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    for step in ("put", "run", "get"):
+        assert figures[f"separate: {step} back to back ms"] > 0 and figures[f"separate: {step} at 50 Hz ms"] > 0
+    printed = capsys.readouterr().out
+    assert [line.split("step")[1].split(":")[0].strip() for line in printed.splitlines() if "] step " in line] == [
+        "put", "run", "get"]
