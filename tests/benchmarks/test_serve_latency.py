@@ -20,7 +20,8 @@ def test_one_robot_through_a_real_server_reports_every_figure_with_the_served_en
     out = capsys.readouterr().out
     assert "--stack-encoders on (encoders stacked)" in out  # the bare act ran as the server did
     ok, errors = map(int, re.search(r"requests: (\d+) ok, (\d+) errors", out).groups())
-    assert errors == 0 and 10 <= ok <= 16  # 1.5 s at 10 Hz, give or take the first and last period
+    # 1.5 s at 10 Hz: never more than the pace allows, and fewer only if the driver process starts late
+    assert errors == 0 and 5 <= ok <= 16
     p50, p90, p99, worst = map(float, re.search(
         r"round trip ms: p50 ([\d.]+)\s+p90 ([\d.]+)\s+p99 ([\d.]+)\s+max ([\d.]+)", out).groups())
     assert 0 < p50 <= p90 <= p99 <= worst
