@@ -26,14 +26,17 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import jax
 import numpy as np
 import tyro
 
 from benchmarks.kernels import kernel_profile
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,24 +151,30 @@ def measure(runtime: Any, args: Args) -> dict[str, Any]:
     def call() -> None:
         jax.device_get(act(runtime._params, observations, codes))
 
-    for _ in range(10):
-        call()
-    back_to_back = []
-    for _ in range(args.runs):
+    def timed_call() -> float:
         start = time.perf_counter()
         call()
-        back_to_back.append((time.perf_counter() - start) * 1e3)
-    paced = []
-    for _ in range(args.paced_runs):
-        time.sleep(1.0 / args.hz)
-        start = time.perf_counter()
-        call()
-        paced.append((time.perf_counter() - start) * 1e3)
+        return (time.perf_counter() - start) * 1e3
+
+    back_to_back, paced = back_to_back_and_paced(timed_call, args, warmup=10)
     figures = {"goal": statistics.median(goal_times[1:]), "back_to_back": statistics.median(back_to_back),
                "p10": float(np.percentile(back_to_back, 10)), "paced": statistics.median(paced), "call": call}
     if args.phases:
         figures["phases"] = timed_steps(runtime, act, observations, codes, args)
     return figures
+
+
+def back_to_back_and_paced(timed: Callable[[], T], args: Args, warmup: int) -> tuple[list[T], list[T]]:
+    """What `timed` returns (its own timings) over `args.runs` calls back to back, after `warmup`
+    untimed ones, then over `args.paced_runs` calls at `args.hz`, the device idle in between."""
+    for _ in range(warmup):
+        timed()
+    together = [timed() for _ in range(args.runs)]
+    paced = []
+    for _ in range(args.paced_runs):
+        time.sleep(1.0 / args.hz)
+        paced.append(timed())
+    return together, paced
 
 
 def timed_steps(runtime: Any, act: Any, observations: np.ndarray, codes: np.ndarray,
@@ -183,13 +192,7 @@ def timed_steps(runtime: Any, act: Any, observations: np.ndarray, codes: np.ndar
         t3 = time.perf_counter()
         return (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3
 
-    for _ in range(5):
-        steps()
-    together = [steps() for _ in range(args.runs)]
-    paced = []
-    for _ in range(args.paced_runs):
-        time.sleep(1.0 / args.hz)
-        paced.append(steps())
+    together, paced = back_to_back_and_paced(steps, args, warmup=5)
     return {name: (statistics.median(t[i] for t in together), statistics.median(t[i] for t in paced))
             for i, name in enumerate(("put", "run", "get"))}
 

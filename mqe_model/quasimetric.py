@@ -9,8 +9,9 @@ Two ways to evaluate it:
 - `mrn_distance(x, y)`: elementwise over broadcast leading axes; the reference.
 - `mrn_pairwise(x, y)`: all pairs of two sets, (..., B, D) x (..., C, D) -> (..., B, C), without
   materialising the (..., B, C, D) difference tensor: the symmetric part is a matrix product
-  (|x|^2 + |y|^2 - 2 x.y, both sets first moved by the mean of y, which leaves it unchanged) and the asymmetric part a running maximum that keeps only the int8
-  arg-max of each pair for a hand-written backward pass;
+  (|x|^2 + |y|^2 - 2 x.y, both sets first moved by the mean of y, which leaves it unchanged) and
+  the asymmetric part a running maximum that keeps only the int8 arg-max of each pair for a
+  hand-written backward pass;
 - `mrn_pairwise_pallas(x, y)`: the same, with that maximum in tiled Pallas kernels (GPU).
 """
 

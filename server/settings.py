@@ -68,7 +68,8 @@ class ServeSettings:
         if self.log_level.lower() not in ("debug", "info", "warning", "error"):
             problems.append(f"--log-level {self.log_level!r}: choose debug, info, warning or error")
         if self.stack_encoders not in STACK_ENCODERS:
-            problems.append(f"--stack-encoders {self.stack_encoders!r}: choose auto, on, off or twin")
+            problems.append(f"--stack-encoders {self.stack_encoders!r}: choose {', '.join(STACK_ENCODERS[:-1])} "
+                            f"or {STACK_ENCODERS[-1]}")
         if self.token is not None and len(self.token) < 8:
             problems.append("--token must be at least 8 characters")
         names = [self._split(p)[0] for p in self.policy]

@@ -200,9 +200,9 @@ def make_serving_fns(name: str, config: Any, action_dim: int, encoders: str = "s
     one network (half the kernel launches; on the CPU it is slower, `docs/benchmarks.md`). Either way
     `prepare` casts the convolution kernels of a bf16 encoder to bf16 once
     (`encoders.with_kernels_in_compute_dtype`: the numbers each call would cast them to)."""
-    if encoders not in encoder_arrangements(name, config):
+    if encoders not in (applicable := encoder_arrangements(name, config)):
         raise ValueError(f"encoders={encoders!r} does not apply to this {name} policy; choose one of "
-                         f"{list(encoder_arrangements(name, config))}")
+                         f"{list(applicable)}")
 
     def cast(params: Any) -> Any:
         return with_kernels_in_compute_dtype(params, config.encoder)
