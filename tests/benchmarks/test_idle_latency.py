@@ -32,7 +32,8 @@ def keeper_rows(out: str) -> list[tuple[str, ...]]:
 
 
 def test_keepers_in_the_acting_thread_replace_its_sleep_and_spin_has_no_period(capsys):
-    args = ["--checkpoint", str(DEMO), "--hz", "50", "--calls", "5", "--kinds", "wide", "poll", "self-tiny", "spin",
+    # 10 Hz: 100 ms waits keep spin's share above half even when a loaded CI core takes 20-50 ms per act
+    args = ["--checkpoint", str(DEMO), "--hz", "10", "--calls", "5", "--kinds", "wide", "poll", "self-tiny", "spin",
             "--periods-ms", "5", "2", "--gaps-ms"]
     assert idle_latency.main(args) == 0
     rows = {(k, int(p)): float(duty) for k, p, *_, duty in keeper_rows(capsys.readouterr().out)}
@@ -40,7 +41,8 @@ def test_keepers_in_the_acting_thread_replace_its_sleep_and_spin_has_no_period(c
                           ("self-tiny", 5), ("self-tiny", 2), ("spin", 0)]
     assert rows[("poll", 2)] == 0.0  # waking up is not work
     assert rows[("wide", 2)] > 0 and rows[("self-tiny", 2)] > 0
-    assert rows[("spin", 0)] > 50.0  # the acting thread busy-waits for the whole ~20 ms between acts
+    assert rows[("spin", 0)] > 50.0  # the acting thread busy-waits for the whole ~100 ms between acts
+    assert rows[("spin", 0)] > max(duty for key, duty in rows.items() if key != ("spin", 0))
 
 
 def test_spinners_run_inside_the_block_at_the_lowest_priority_and_are_gone_after_it():
