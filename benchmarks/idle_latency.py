@@ -10,8 +10,10 @@ tells them apart by timing paced acts while a keeper thread, between them, every
 - `act`: runs the same compiled act on a blank observation (warms the whole path: host code,
   dispatch, the GPU's clocks), as a keep-warm loop in the server would (not built: it does not help);
 - `tiny`: runs one tiny jitted kernel (keeps the GPU's clocks up, little else);
-- `wide`: runs one elementwise kernel over 64 MB (every SM and the memory busy for ~30 us on an H200;
-  64 KB on a CPU), for a device whose memory clock or idle SMs, not its SM clock, slow the act.
+- `wide`: runs one elementwise kernel over `--wide-mb` (64 MB by default: every SM and the memory busy
+  for ~30 us on an H200; 64 KB on a CPU), for a device whose memory clock or idle SMs, not its SM clock,
+  slow the act; a larger array at a short period keeps the device busy most of the time, for a driver
+  that lowers its clocks by utilization.
 These keepers run on a thread of their own, as the server's would. Three more run in the thread that
 calls the act, in place of its sleep between requests, as the server's worker could while it waits:
 - `poll`: wakes every period and does nothing (is it the calling thread's long sleep?);
@@ -60,6 +62,7 @@ class Args:
     calls: int = 40  # timed acts per setting
     periods_ms: tuple[float, ...] = (50.0, 20.0, 10.0)  # keeper periods tried, ms between its runs
     kinds: tuple[str, ...] = ("act", "tiny")  # keepers tried: act, tiny, wide (own thread); poll, self-tiny, spin (the act's)
+    wide_mb: float | None = None  # the wide keeper's array, MB; None: 64 on a GPU, 1/16 on a CPU
     gaps_ms: tuple[float, ...] = (0.0, 0.5, 2.0, 10.0, 50.0, 200.0)  # idle gaps before an act, ms
     gap_calls: int = 20  # timed acts per gap
     spinners: int = 0  # also measure the gaps with this many nice-19 busy processes (0: not)
@@ -73,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.gap_calls < 3 or args.spinners < 0 or any(g < 0 for g in args.gaps_ms):
         print("idle_latency: error: --gap-calls must be >= 3, --spinners and --gaps-ms >= 0", file=sys.stderr)
+        return 2
+    if args.wide_mb is not None and args.wide_mb <= 0:
+        print(f"idle_latency: error: --wide-mb must be > 0 (got {args.wide_mb}); leave it out for the device's default",
+              file=sys.stderr)
         return 2
     if unknown := set(args.kinds) - set(KINDS):
         print(f"idle_latency: error: unknown --kinds {sorted(unknown)}; choose from {', '.join(KINDS)}",
@@ -95,14 +102,15 @@ def main(argv: list[str] | None = None) -> int:
     runtime = PolicyRuntime.load(checkpoint, buckets=(1,), encoders=wanted)
     act = blank_act(runtime)
     tiny = elementwise_kernel(device, 256)
+    wide_mb = args.wide_mb if args.wide_mb is not None else 64.0 if device.platform == "gpu" else 1 / 16
     work = {"act": act, "tiny": tiny, "self-tiny": tiny, "poll": None, "spin": None,
-            "wide": elementwise_kernel(device, 1 << 24 if device.platform == "gpu" else 1 << 14)}
+            "wide": elementwise_kernel(device, max(1, round(wide_mb * (1 << 18))))}
     for _ in range(20):
         act()
     back_to_back = after_gap(act, 0.0, 100)
     print(f"{runtime.policy.agent_name} checkpoint {checkpoint}, batch 1, encoders "
           f"{runtime.encoders}, on {device.device_kind} ({device.platform}), jax {jax.__version__}")
-    print(f"act back to back: p50 {back_to_back:.3f} ms")
+    print(f"act back to back: p50 {back_to_back:.3f} ms; the wide keeper's array {wide_mb:g} MB")
     print(f"{'keeper':>9} {'period ms':>9} {'act p50 ms':>10} {'p90 ms':>8} {'p50 / none':>10} {'keeper duty':>11}")
     settings = [("none", 0.0)] + [(kind, period) for kind in args.kinds
                                   for period in ((0.0,) if kind == "spin" else args.periods_ms)]

@@ -45,6 +45,18 @@ def test_keepers_in_the_acting_thread_replace_its_sleep_and_spin_has_no_period(c
     assert rows[("spin", 0)] > max(duty for key, duty in rows.items() if key != ("spin", 0))
 
 
+def test_a_larger_wide_array_keeps_the_device_busy_longer(capsys):
+    duties = {}
+    for mb in ("0.0625", "8"):
+        args = ["--checkpoint", str(DEMO), "--hz", "20", "--calls", "5", "--kinds", "wide", "--periods-ms", "2",
+                "--wide-mb", mb, "--gaps-ms"]
+        assert idle_latency.main(args) == 0
+        out = capsys.readouterr().out
+        assert f"the wide keeper's array {float(mb):g} MB" in out
+        duties[mb] = float(keeper_rows(out)[1][5])
+    assert duties["8"] > duties["0.0625"] > 0
+
+
 def test_spinners_run_inside_the_block_at_the_lowest_priority_and_are_gone_after_it():
     with idle_latency.spinning(2) as procs:
         assert len(procs) == 2 and all(proc.poll() is None for proc in procs)
@@ -55,6 +67,7 @@ def test_spinners_run_inside_the_block_at_the_lowest_priority_and_are_gone_after
 @pytest.mark.parametrize("args, message", [
     (["--hz", "0"], "--hz and --periods-ms must be > 0"),
     (["--gap-calls", "1"], "--gap-calls must be >= 3"),
+    (["--wide-mb", "0"], "--wide-mb must be > 0 (got 0.0); leave it out for the device's default"),
     (["--kinds", "jog"], "unknown --kinds ['jog']; choose from act, tiny, wide, poll, self-tiny, spin"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(capsys, args, message):
