@@ -6,7 +6,9 @@
 Times `PolicyRuntime`'s own executable for one batch size (numpy inputs, as the server passes them;
 goal codes from `encode_goal`), called back to back and called at `--hz` with the device idle in
 between (as one robot at 5 Hz does), and, on a GPU, reads a JAX profiler trace of `--profile-calls`
-acts: device time of the kernels, number of launches, and the largest kernels. Also times the
+acts: device time of the kernels, number of launches, and the largest kernels; then two traces of acts
+2 ms apart and at `--hz`, each act's kernels told apart by the idle gaps: whether a paced act's kernels
+run slower (the device's clocks) or the same kernels spread over a longer span (the host). Also times the
 encoding of one goal (done once per goal by `POST /v1/goals`). For an image MQE policy it measures
 the serving arrangements of its two encoders (`--encoders`; all that apply by default): run
 separately (the CPU server's default), stacked into one vmapped network (the GPU server's), and for a
@@ -51,7 +53,7 @@ class Args:
     runs: int = 200  # back-to-back calls timed
     hz: float = 5.0  # rate of the paced calls
     paced_runs: int = 20  # paced calls timed
-    profile_calls: int = 20  # acts in the profiler trace (GPU only; 0: no trace)
+    profile_calls: int = 20  # acts in each profiler trace (GPU only; 0: no traces)
     top: int = 12  # kernels listed
     layouts: Literal["device", "row-major", "both"] = "device"  # weights in the layout XLA chose (the server's), row-major, or both
     encoders: tuple[str, ...] = ()  # encoder arrangements to measure (separate, stacked, twin); (): all the policy has
@@ -98,11 +100,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"({paced / together:.2f}x)")
             report.update({f"{layout}: {phase} back to back ms": together, f"{layout}: {phase} at {args.hz:g} Hz ms": paced})
         if device.platform == "gpu" and args.profile_calls:
-            kernel_us, launches, rows = kernel_profile(figures["call"], args.profile_calls)
+            kernel_us, launches, rows, *_ = kernel_profile(figures["call"], args.profile_calls)
             print(f"[{label}] kernels per act: {kernel_us:.1f} us of device time in {launches:.0f} launches "
                   f"({kernel_us / 1e3 / figures['back_to_back']:.0%} of the back-to-back time)")
             for name, us, count in rows[:args.top]:
                 print(f"{us:9.1f} us {100 * us / kernel_us:5.1f}%  x{count:5.1f}  {name[:80]}")
+            report.update(spaced_profiles(figures["call"], args, label, layout))
         report.update({f"{layout}: goal encoding ms": figures["goal"],
                        f"{layout}: act back to back ms": figures["back_to_back"],
                        f"{layout}: act at {args.hz:g} Hz ms": figures["paced"]})
@@ -116,6 +119,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0
+
+
+WARM_GAP_S = 0.002  # acts this far apart ran at their back-to-back speed (docs/benchmarks.md, issue 6)
+
+
+def spaced_profiles(call: Callable[[], None], args: Args, label: str, layout: str) -> dict[str, float]:
+    """Traces of acts 2 ms apart and at `args.hz`, printed: kernel time, launches, and each act's device
+    span (first kernel start to last kernel end) and how busy the device was in it. Kernels slower at
+    `--hz` mean a slower device (its clocks); the same kernels in a longer span mean gaps between them,
+    the device waiting for the host to launch them."""
+    figures, warm = {}, None
+    for name, pause in (("2 ms apart", WARM_GAP_S), (f"at {args.hz:g} Hz", 1.0 / args.hz)):
+        profile = kernel_profile(call, args.profile_calls, pause)
+        ratio = "" if warm is None or not warm.kernel_us else f" ({profile.kernel_us / warm.kernel_us:.2f}x 2 ms apart)"
+        if profile.span_us is None:
+            span = "device span n/a (the acts' kernels did not separate)"
+        else:
+            span_ratio = "" if warm is None or warm.span_us is None else f" ({profile.span_us / warm.span_us:.2f}x)"
+            span = f"device span p50 {profile.span_us:.1f} us{span_ratio}, kernels busy {profile.busy:.0%} of it"
+            figures[f"{layout}: device span {name} us"] = profile.span_us
+        print(f"[{label}] kernels {name}: {profile.kernel_us:.1f} us in {profile.launches:.0f} launches per act"
+              f"{ratio}; {span}")
+        figures[f"{layout}: kernels {name} us"] = profile.kernel_us
+        warm = profile if warm is None else warm
+    return figures
 
 
 def arrangements(checkpoint: Path, layouts: str, wanted: tuple[str, ...] = ()) -> list[tuple[str, bool]]:

@@ -61,7 +61,7 @@ def main(cfg: ProfileConfig) -> None:
         state, info = step(state, batches)
         jax.block_until_ready(info)
 
-    kernel_us, launches, rows = kernel_profile(dispatch, 3)
+    kernel_us, launches, rows, *_ = kernel_profile(dispatch, 3)
     print(f"device {jax.devices()[0].device_kind}: {kernel_us / cfg.scan:.1f} us of kernels per update, "
           f"{launches / cfg.scan:.0f} kernel launches per update")
     for name, us, count in rows[: cfg.top]:

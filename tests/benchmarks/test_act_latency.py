@@ -32,3 +32,13 @@ def test_phases_split_the_act_into_its_three_steps_back_to_back_and_paced(tmp_pa
     printed = capsys.readouterr().out
     assert [line.split("step")[1].split(":")[0].strip() for line in printed.splitlines() if "] step " in line] == [
         "put", "run", "get"]
+
+
+def test_the_spaced_traces_print_both_paces_and_say_when_no_kernels_separate(capsys):
+    args = act_latency.Args(hz=50.0, profile_calls=3)
+    figures = act_latency.spaced_profiles(lambda: None, args, "separate encoders", "separate")
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["[separate encoders] kernels 2 ms apart",
+                                                       "[separate encoders] kernels at 50 Hz"]
+    assert all(line.endswith("device span n/a (the acts' kernels did not separate)") for line in lines)
+    assert figures == {"separate: kernels 2 ms apart us": 0.0, "separate: kernels at 50 Hz us": 0.0}
