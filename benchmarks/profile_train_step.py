@@ -4,7 +4,10 @@
     python benchmarks/profile_train_step.py --seeds 2 --set actor_goal_pairs=distances
 
 Prints the kernels that take the most device time per update, their share, and the number of
-kernel launches per update, so that an optimisation can be aimed at what dominates.
+kernel launches per update, so that an optimisation can be aimed at what dominates. A second trace,
+its dispatches 20 ms apart, gives each dispatch's device span (first kernel start to last kernel end)
+per update and the share of it some kernel ran; the rest is the device idle between kernels, waiting
+for the next one to be launched.
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ class ProfileConfig:
         return overridden(config, self.set, "--set")
 
 
+DISPATCH_GAP_S = 0.02  # idle time between the dispatches of the spaced trace, which tells them apart
+
+
 def main(cfg: ProfileConfig) -> None:
     bench = BenchConfig(scan=cfg.scan)
     config = cfg.agent_config()
@@ -64,6 +70,10 @@ def main(cfg: ProfileConfig) -> None:
     kernel_us, launches, rows, *_ = kernel_profile(dispatch, 3)
     print(f"device {jax.devices()[0].device_kind}: {kernel_us / cfg.scan:.1f} us of kernels per update, "
           f"{launches / cfg.scan:.0f} kernel launches per update")
+    spaced = kernel_profile(dispatch, 3, pause_s=DISPATCH_GAP_S)
+    if spaced.span_us is not None:
+        print(f"device span per update {spaced.span_us / cfg.scan:.1f} us, kernels busy {spaced.busy:.0%} of it "
+              f"(the rest: the device waiting between kernels)")
     for name, us, count in rows[: cfg.top]:
         print(f"{us / cfg.scan:9.1f} us {100 * us / kernel_us:5.1f}%  x{count / cfg.scan:4.1f}  {name[:90]}")
 
