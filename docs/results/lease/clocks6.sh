@@ -18,3 +18,5 @@ timeout 110 python3 -m benchmarks.idle_latency --preset bridge --calls 30 --kind
   --wide-mb 1024 --gaps-ms 2>&1 | grep -v -i warning | stamp | tee $OUT/idle_latency-wide.txt
 kill $sampler
 nvidia-smi -q -d PERFORMANCE >> $OUT/gpu.txt
+python3 docs/results/lease/clock_windows.py $OUT/clocks.csv $OUT/act_latency-phases.txt $OUT/idle_latency-wide.txt \
+  | tee $OUT/clock_windows.txt
