@@ -129,20 +129,21 @@ def spaced_profiles(call: Callable[[], None], args: Args, label: str, layout: st
     span (first kernel start to last kernel end) and how busy the device was in it. Kernels slower at
     `--hz` mean a slower device (its clocks); the same kernels in a longer span mean gaps between them,
     the device waiting for the host to launch them."""
-    figures, warm = {}, None
-    for name, pause in (("2 ms apart", WARM_GAP_S), (f"at {args.hz:g} Hz", 1.0 / args.hz)):
-        profile = kernel_profile(call, args.profile_calls, pause)
-        ratio = "" if warm is None or not warm.kernel_us else f" ({profile.kernel_us / warm.kernel_us:.2f}x 2 ms apart)"
+    warm = kernel_profile(call, args.profile_calls, WARM_GAP_S)
+    profiles = {"2 ms apart": warm, f"at {args.hz:g} Hz": kernel_profile(call, args.profile_calls, 1.0 / args.hz)}
+    figures = {}
+    for name, profile in profiles.items():
+        compared = profile is not warm
+        ratio = f" ({profile.kernel_us / warm.kernel_us:.2f}x 2 ms apart)" if compared and warm.kernel_us else ""
         if profile.span_us is None:
             span = "device span n/a (the acts' kernels did not separate)"
         else:
-            span_ratio = "" if warm is None or warm.span_us is None else f" ({profile.span_us / warm.span_us:.2f}x)"
+            span_ratio = f" ({profile.span_us / warm.span_us:.2f}x)" if compared and warm.span_us else ""
             span = f"device span p50 {profile.span_us:.1f} us{span_ratio}, kernels busy {profile.busy:.0%} of it"
             figures[f"{layout}: device span {name} us"] = profile.span_us
         print(f"[{label}] kernels {name}: {profile.kernel_us:.1f} us in {profile.launches:.0f} launches per act"
               f"{ratio}; {span}")
         figures[f"{layout}: kernels {name} us"] = profile.kernel_us
-        warm = profile if warm is None else warm
     return figures
 
 

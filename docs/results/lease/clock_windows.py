@@ -37,7 +37,9 @@ def main(clocks_csv: str, outputs: list[str]) -> None:
     for output in outputs:
         print(f"== {output}")
         previous = None
-        for line in open(output):
+        with open(output) as f:
+            lines = f.readlines()
+        for line in lines:
             stamp, _, text = line.partition(" ")
             try:
                 now = seconds_of_day(stamp)
