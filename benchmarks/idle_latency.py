@@ -27,6 +27,11 @@ in the same run, and the keeper's share of the wall time (for `spin`, of one cor
 Then the onset: the act's p50 after idle gaps of `--gaps-ms` (how long the host and device must be
 idle before the act slows), and with `--spinners N` the same again while N busy processes at the
 lowest priority (nice 19) keep the host's cores from ever idling; they yield to the act's threads.
+With `--evict-mb MB` every gap's acts alternate with as many that have MB of host memory written over
+just before them, untimed: more than the last-level cache leaves the host's caches holding that buffer instead
+of the act's code and data. If acts after short gaps then run as slowly as after long ones, the paced
+act loses its time to cold host caches (the GPU's clocks stay up between paced acts and its kernels
+take the same time: docs/benchmarks.md, issue 6).
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ class Args:
     gaps_ms: tuple[float, ...] = (0.0, 0.5, 2.0, 10.0, 50.0, 200.0)  # idle gaps before an act, ms
     gap_calls: int = 20  # timed acts per gap
     spinners: int = 0  # also measure the gaps with this many nice-19 busy processes (0: not)
+    evict_mb: float = 0.0  # also measure the gaps with this many MB of host memory written before each act (0: not)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,8 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.hz <= 0 or args.calls < 5 or any(p <= 0 for p in args.periods_ms):
         print("idle_latency: error: --hz and --periods-ms must be > 0 and --calls >= 5", file=sys.stderr)
         return 2
-    if args.gap_calls < 3 or args.spinners < 0 or any(g < 0 for g in args.gaps_ms):
-        print("idle_latency: error: --gap-calls must be >= 3, --spinners and --gaps-ms >= 0", file=sys.stderr)
+    if args.gap_calls < 3 or args.spinners < 0 or args.evict_mb < 0 or any(g < 0 for g in args.gaps_ms):
+        print("idle_latency: error: --gap-calls must be >= 3, --spinners, --evict-mb and --gaps-ms >= 0",
+              file=sys.stderr)
         return 2
     if args.wide_mb is not None and args.wide_mb <= 0:
         print(f"idle_latency: error: --wide-mb must be > 0 (got {args.wide_mb}); leave it out for the device's default",
@@ -107,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             "wide": elementwise_kernel(device, max(1, round(wide_mb * (1 << 18))))}
     for _ in range(20):
         act()
-    back_to_back = after_gap(act, 0.0, 100)
+    back_to_back = after_gap(act, 0.0, 100)[0]
     print(f"{runtime.policy.agent_name} checkpoint {checkpoint}, batch 1, encoders "
           f"{runtime.encoders}, on {device.device_kind} ({device.platform}), jax {jax.__version__}")
     print(f"act back to back: p50 {back_to_back:.3f} ms; the wide keeper's array {wide_mb:g} MB")
@@ -121,27 +128,38 @@ def main(argv: list[str] | None = None) -> int:
         none_p50 = p50 if none_p50 is None else none_p50
         print(f"{kind:>9} {period:9g} {p50:10.3f} {p90:8.3f} {p50 / none_p50:10.2f} {duty:11.1%}")
     if args.gaps_ms:
-        idle = {gap: after_gap(act, gap / 1e3, args.gap_calls) for gap in args.gaps_ms}
+        evict = cache_evictor(args.evict_mb) if args.evict_mb else None
+        pairs = {gap: after_gap(act, gap / 1e3, args.gap_calls, evict) for gap in args.gaps_ms}
+        idle = {gap: plain for gap, (plain, _) in pairs.items()}
+        evicted = {gap: cold for gap, (_, cold) in pairs.items() if cold is not None}
         busy = {}
         if args.spinners:
             with spinning(args.spinners):
-                busy = {gap: after_gap(act, gap / 1e3, args.gap_calls) for gap in args.gaps_ms}
-        print(f"act p50 (ms) after an idle gap{f'; with {args.spinners} nice-19 spinners' if busy else ''}:")
+                busy = {gap: after_gap(act, gap / 1e3, args.gap_calls)[0] for gap in args.gaps_ms}
+        print(f"act p50 (ms) after an idle gap{f'; with {args.spinners} nice-19 spinners' if busy else ''}"
+              f"{f'; with {args.evict_mb:g} MB written before each act' if evicted else ''}:")
         for gap, p50 in idle.items():
             spun = f"   spinners {busy[gap]:8.3f}  ({busy[gap] / p50:.2f}x)" if busy else ""
-            print(f"  gap {gap:7.1f} ms: {p50:8.3f}  ({p50 / idle[args.gaps_ms[0]]:.2f}x the first gap){spun}")
+            cold = f"   evicted {evicted[gap]:8.3f}  ({evicted[gap] / p50:.2f}x)" if evicted else ""
+            print(f"  gap {gap:7.1f} ms: {p50:8.3f}  ({p50 / idle[args.gaps_ms[0]]:.2f}x the first gap){spun}{cold}")
     return 0
 
 
-def after_gap(act: Callable[[], None], gap_s: float, calls: int) -> float:
-    """p50 (ms) of `calls` acts, each after sleeping `gap_s`."""
-    times = []
+def after_gap(act: Callable[[], None], gap_s: float, calls: int,
+              before: Callable[[], Any] | None = None) -> tuple[float, float | None]:
+    """p50 (ms) of `calls` acts, each after sleeping `gap_s`; with `before`, also the p50 of as many
+    acts that each run `before` (untimed) between the sleep and the act, alternating with the plain
+    ones so that a drift in the machine's speed reaches both (None without `before`)."""
+    plain, preceded = [], []
     for _ in range(calls):
-        time.sleep(gap_s)
-        start = time.perf_counter()
-        act()
-        times.append((time.perf_counter() - start) * 1e3)
-    return float(np.median(times))
+        for times in (plain, preceded) if before is not None else (plain,):
+            time.sleep(gap_s)
+            if times is preceded:
+                before()
+            start = time.perf_counter()
+            act()
+            times.append((time.perf_counter() - start) * 1e3)
+    return float(np.median(plain)), float(np.median(preceded)) if preceded else None
 
 
 @contextlib.contextmanager
@@ -158,6 +176,13 @@ def spinning(count: int) -> Iterator[list[subprocess.Popen]]:
             proc.kill()
         for proc in procs:
             proc.wait()
+
+
+def cache_evictor(megabytes: float) -> Callable[[], np.ndarray]:
+    """A call that adds 1 to every byte of a `megabytes` host buffer and returns it: with more than the
+    last-level cache, what the caches held before it (the act's code and data) is gone after it."""
+    buffer = np.zeros(max(1, round(megabytes * (1 << 20))), np.uint8)
+    return lambda: np.add(buffer, 1, out=buffer)
 
 
 def blank_act(runtime: Any) -> Callable[[], None]:

@@ -57,6 +57,22 @@ def test_a_larger_wide_array_keeps_the_device_busy_longer(capsys):
     assert duties["8"] > duties["0.0625"] > 0
 
 
+def test_evicting_the_caches_times_each_gap_again_and_writes_every_byte(capsys):
+    args = ["--checkpoint", str(DEMO), "--hz", "50", "--calls", "5", "--kinds", "poll", "--periods-ms", "5",
+            "--gaps-ms", "0", "1", "--gap-calls", "3", "--evict-mb", "4"]
+    assert idle_latency.main(args) == 0
+    out = capsys.readouterr().out
+    assert "with 4 MB written before each act:" in out
+    gaps = re.findall(r"gap\s+([\d.]+) ms:\s+([\d.]+)\s+\(([\d.]+)x the first gap\)\s+evicted\s+([\d.]+)\s+\(([\d.]+)x\)",
+                      out)
+    assert [float(gap) for gap, *_ in gaps] == [0.0, 1.0]
+    assert all(float(ratio) == pytest.approx(float(cold) / float(warm), abs=0.01) for _, warm, _, cold, ratio in gaps)
+    evict = idle_latency.cache_evictor(1)
+    first = evict()
+    assert first.size == 1 << 20 and (first == 1).all()
+    assert (evict() == 2).all()  # every byte, every call
+
+
 def test_spinners_run_inside_the_block_at_the_lowest_priority_and_are_gone_after_it():
     with idle_latency.spinning(2) as procs:
         assert len(procs) == 2 and all(proc.poll() is None for proc in procs)
@@ -67,6 +83,7 @@ def test_spinners_run_inside_the_block_at_the_lowest_priority_and_are_gone_after
 @pytest.mark.parametrize("args, message", [
     (["--hz", "0"], "--hz and --periods-ms must be > 0"),
     (["--gap-calls", "1"], "--gap-calls must be >= 3"),
+    (["--evict-mb", "-1"], "--spinners, --evict-mb and --gaps-ms >= 0"),
     (["--wide-mb", "0"], "--wide-mb must be > 0 (got 0.0); leave it out for the device's default"),
     (["--kinds", "jog"], "unknown --kinds ['jog']; choose from act, tiny, wide, poll, self-tiny, spin"),
 ])

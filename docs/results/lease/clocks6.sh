@@ -13,9 +13,9 @@ nvidia-smi --query-gpu=timestamp,pstate,clocks.sm,clocks.mem,power.draw,utilizat
   --format=csv -lms 10 > $OUT/clocks.csv &
 sampler=$!
 timeout 150 python3 -m benchmarks.act_latency --preset bridge --runs 300 --paced-runs 25 --profile-calls 20 --top 5 \
-  --encoders stacked --phases 2>&1 | grep -v -i warning | stamp | tee $OUT/act_latency-phases.txt
+  --encoders stacked --phases 2>&1 | grep --line-buffered -v -i warning | stamp | tee $OUT/act_latency-phases.txt
 timeout 110 python3 -m benchmarks.idle_latency --preset bridge --calls 30 --kinds wide --periods-ms 1 0.25 \
-  --wide-mb 1024 --gaps-ms 2>&1 | grep -v -i warning | stamp | tee $OUT/idle_latency-wide.txt
+  --wide-mb 1024 --gaps-ms 2>&1 | grep --line-buffered -v -i warning | stamp | tee $OUT/idle_latency-wide.txt
 kill $sampler
 nvidia-smi -q -d PERFORMANCE >> $OUT/gpu.txt
 python3 docs/results/lease/clock_windows.py $OUT/clocks.csv $OUT/act_latency-phases.txt $OUT/idle_latency-wide.txt \
