@@ -15,6 +15,8 @@ separately (the CPU server's default), stacked into one vmapped network (the GPU
 ResNet as one network of twice the width (`PolicyRuntime.load(..., encoders=...)`), and prints each
 one's ratio to the ones measured before it. `--layouts both` also measures each arrangement with its weights row-major, as the server
 kept them before it stored them in the layout XLA chose (`PolicyRuntime.load(..., device_layouts=...)`).
+`--convs xla matmul` measures each arrangement with its convolutions as XLA's op and as strided slices
+and one matmul each (`PolicyRuntime.load(..., conv=...)`), whose act CUDA graphs can hold whole.
 `--phases` also splits the act into its three steps, back to back and paced: copying the frame and goal
 codes to the device, running the executable to completion, and copying the action and distance back, to
 show which step a lone robot's slower act loses its time in.
@@ -23,6 +25,7 @@ show which step a lone robot's slower act loses its time in.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import statistics
 import sys
@@ -37,6 +40,7 @@ import numpy as np
 import tyro
 
 from benchmarks.kernels import kernel_profile
+from server.settings import Conv
 
 T = TypeVar("T")
 
@@ -59,6 +63,7 @@ class Args:
     encoders: tuple[str, ...] = ()  # encoder arrangements to measure (separate, stacked, twin); (): all the policy has
     json: Path | None = None  # also write the figures (ms) here, e.g. for benchmarks.xla_flags
     phases: bool = False  # also time the act's steps (inputs to the device, run, outputs back), back to back and paced
+    convs: tuple[Conv, ...] = ("xla",)  # convolutions of each arrangement: xla (XLA's op), matmul (slices and a matmul), or both
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,13 +87,14 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"act_latency: error: {e}", file=sys.stderr)
         return 2
-    for arrangement, layouts in measured:
-        runtime = PolicyRuntime.load(checkpoint, buckets=(args.batch,), encoders=arrangement, device_layouts=layouts)
+    for (arrangement, layouts), conv in itertools.product(measured, args.convs):
+        runtime = PolicyRuntime.load(checkpoint, buckets=(args.batch,), encoders=arrangement, device_layouts=layouts,
+                                     conv=conv)
         if not figures_of:
             print(f"{runtime.policy.agent_name} checkpoint {checkpoint}, batch {args.batch}, on {device.device_kind} "
                   f"({device.platform}), jax {jax.__version__}")
-        figures = figures_of[arrangement, layouts] = measure(runtime, args)
-        weights = "" if layouts else ", row-major weights"
+        figures = figures_of[arrangement, layouts, conv] = measure(runtime, args)
+        weights = ("" if layouts else ", row-major weights") + ("" if conv == "xla" else ", matmul convolutions")
         layout, label = f"{arrangement}{weights}", f"{arrangement} encoders{weights}"
         print(f"[{label}] goal encoding (once per goal): p50 {figures['goal']:.3f} ms")
         print(f"[{label}] act back to back: p50 {figures['back_to_back']:.3f} ms, p10 {figures['p10']:.3f} ms "
@@ -110,9 +116,10 @@ def main(argv: list[str] | None = None) -> int:
                        f"{layout}: act back to back ms": figures["back_to_back"],
                        f"{layout}: act at {args.hz:g} Hz ms": figures["paced"]})
         # each arrangement against the one that differs from it in one thing, measured before it
-        others = [((a, layouts), f"{arrangement} / {a}") for a in ("separate", "stacked")]
-        for other, name in (*others, ((arrangement, False), f"device / row-major weights ({arrangement})")):
-            if other != (arrangement, layouts) and other in figures_of:
+        others = [((a, layouts, conv), f"{arrangement} / {a}") for a in ("separate", "stacked")]
+        for other, name in (*others, ((arrangement, False, conv), f"device / row-major weights ({arrangement})"),
+                            ((arrangement, layouts, "xla"), f"matmul / xla convolutions ({arrangement})")):
+            if other != (arrangement, layouts, conv) and other in figures_of:
                 print(f"{name}: back to back "
                       f"{figures['back_to_back'] / figures_of[other]['back_to_back']:.2f}x, at {args.hz:g} Hz "
                       f"{figures['paced'] / figures_of[other]['paced']:.2f}x")

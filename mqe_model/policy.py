@@ -30,6 +30,7 @@ from mqe_model import checkpoints
 from mqe_model.agents import registry
 from mqe_model.checkpoints import CheckpointError
 from mqe_model.data.normalization import ActionStats
+from mqe_model.networks.encoders import CONV_LOWERINGS
 
 logger = logging.getLogger(__name__)
 
@@ -101,13 +102,26 @@ def inference_fns(agent: str, config: Any, stats: ActionStats,
     return goal_fn, _in_robot_units(normalized_act, stats)
 
 
-def serving_fns(agent: str, config: Any, stats: ActionStats, encoders: str = "separate"
+def serving_fns(agent: str, config: Any, stats: ActionStats, encoders: str = "separate", conv: str = "xla"
                 ) -> tuple[Callable[[Any], Any], registry.GoalFn, registry.ActFn]:
     """`(prepare, goal_fn, act_coded_fn)`: `inference_fns` over `prepare(params)`, the layout a server
     keeps on its device (`registry.make_serving_fns`; with `encoders` 'stacked' or 'twin' image MQE
-    runs its two encoders as one network)."""
-    prepare, goal_fn, normalized_act = registry.make_serving_fns(agent, config, stats.dim, encoders)
+    runs its two encoders as one network), its convolutions computed as `conv` says (`with_conv`)."""
+    prepare, goal_fn, normalized_act = registry.make_serving_fns(agent, with_conv(config, conv), stats.dim, encoders)
     return prepare, goal_fn, _in_robot_units(normalized_act, stats)
+
+
+def with_conv(config: Any, conv: str) -> Any:
+    """`config` with its image encoder's convolutions computed by XLA's convolution op (`conv='xla'`) or
+    as strided slices and one matmul each (`'matmul'`, `encoders.conv_as_matmul`): the same weights and,
+    to rounding, the same actions. A state policy has no convolutions and comes back unchanged."""
+    if conv not in CONV_LOWERINGS:
+        raise ValueError(f"conv={conv!r}: choose one of {', '.join(CONV_LOWERINGS)}")
+    encoder = getattr(config, "encoder", None)
+    if encoder is None:
+        return config
+    wanted = encoder.partition(":")[0] + ("" if conv == "xla" else f":{conv}")
+    return config if wanted == encoder else dataclasses.replace(config, encoder=wanted)
 
 
 def _in_robot_units(normalized_act: Callable[..., tuple[jax.Array, jax.Array]], stats: ActionStats

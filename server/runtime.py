@@ -87,6 +87,7 @@ class PolicyRuntime:
     checkpoint_dir: Path | None = None  # where it was loaded from, for logs and metadata
     warmup_s: float = 0.0  # compile + first run of every bucket at load
     encoders: str = "separate"  # image MQE: 'separate', or one network: 'stacked' (vmapped) or 'twin' (twice as wide)
+    conv: str = "xla"  # image policies' convolutions: XLA's convolution op ('xla') or slices and a matmul each ('matmul')
     device_layouts: bool = True  # weights stored in the memory layout the compiled act asks for (XLA's choice)
     _compiled: dict[int, Any] = dataclasses.field(default_factory=dict, repr=False)
     _compiled_goal: Any = dataclasses.field(default=None, repr=False)  # goal codes of one goal
@@ -99,7 +100,8 @@ class PolicyRuntime:
     @classmethod
     def load(cls, checkpoint_dir: str | Path, buckets: tuple[int, ...] = DEFAULT_BUCKETS,
              device: Any = None, max_pixels: int = DEFAULT_MAX_PIXELS,
-             name: str = "default", encoders: str = "separate", device_layouts: bool = True) -> PolicyRuntime:
+             name: str = "default", encoders: str = "separate", device_layouts: bool = True,
+             conv: str = "xla") -> PolicyRuntime:
         """Load a checkpoint, compile the act function for every bucket and warm it up.
 
         `encoders` (`registry.ENCODER_ARRANGEMENTS`) is a wish that each policy meets as far as it can:
@@ -111,14 +113,17 @@ class PolicyRuntime:
         every other executable is compiled for that same layout. Row-major weights make XLA
         re-lay out each convolution filter (HWIO to the KRSC order cuDNN reads) on every call: a
         ResNet-34 act ran ~46 such kernels per step, each fused with the filter's bf16 conversion,
-        which the serving `prepare` now also does once (`docs/benchmarks.md`, issue 6)."""
+        which the serving `prepare` now also does once (`docs/benchmarks.md`, issue 6).
+
+        `conv` ('xla' or 'matmul', `policy.with_conv`): with 'matmul' an image policy's act holds no
+        convolution op, only slices and matmuls, which XLA's CUDA graphs can take whole."""
         policy = load_policy(checkpoint_dir)
         device = device if device is not None else jax.local_devices()[0]
         arrangement = served_arrangement(encoders, encoder_arrangements(policy.agent_name, policy.config))
         runtime = cls(policy, name, tuple(sorted(set(buckets))), device, max_pixels,
-                      Path(checkpoint_dir), encoders=arrangement, device_layouts=device_layouts)
+                      Path(checkpoint_dir), encoders=arrangement, device_layouts=device_layouts, conv=conv)
         prepare, runtime._goal_fn, runtime._act_fn = serving_fns(policy.agent_name, policy.config,
-                                                                 policy.action_stats, arrangement)
+                                                                 policy.action_stats, arrangement, conv)
         params = prepare(policy.params)
         sharding = jax.sharding.SingleDeviceSharding(device)
         abstract = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), params)
@@ -143,11 +148,11 @@ class PolicyRuntime:
             jax.block_until_ready(runtime._compiled[size](runtime._params, obs,
                                                           np.repeat(codes[None], size, axis=0)))
         runtime.warmup_s = time.perf_counter() - start
-        logger.info("policy %s (%s step %d) ready on %s%s%s: buckets %s compiled and warmed in %.1f s",
+        logger.info("policy %s (%s step %d) ready on %s%s%s%s: buckets %s compiled and warmed in %.1f s",
                     name, policy.agent_name, policy.step, device,
                     "" if arrangement == "separate" else f", encoders {arrangement}",
-                    ", weights in the device's layout" if device_layouts else "", runtime.buckets,
-                    runtime.warmup_s)
+                    ", weights in the device's layout" if device_layouts else "",
+                    ", convolutions as matmuls" if conv == "matmul" else "", runtime.buckets, runtime.warmup_s)
         return runtime
 
     def _spec(self, size: int) -> jax.ShapeDtypeStruct:

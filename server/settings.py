@@ -25,6 +25,8 @@ TOKEN_ENV = "MQE_SERVER_TOKEN"
 LOOPBACK_NAMES = ("localhost",)
 StackEncoders = Literal["auto", "on", "off", "twin"]  # --stack-encoders (also the latency benchmarks')
 STACK_ENCODERS = typing.get_args(StackEncoders)
+Conv = Literal["xla", "matmul"]  # --conv (also the latency benchmarks'); mqe_model.networks.encoders.CONV_LOWERINGS
+CONVS = typing.get_args(Conv)
 
 
 class SettingsError(ValueError):
@@ -50,6 +52,7 @@ class ServeSettings:
     episode_idle_s: float = 30.0  # an episode without requests for this long is logged as ended
     log_level: str = "info"  # debug logs one line per request; info one per episode
     stack_encoders: StackEncoders = "auto"  # image MQE: actor and critic encoders as one network (on: vmapped; twin: one ResNet twice as wide); auto: on, on GPUs only
+    conv: Conv = "xla"  # image policies' convolutions: xla (XLA's convolution op, cuDNN on GPUs) or matmul (strided slices and one matmul each, which CUDA graphs hold whole); the same actions to rounding
 
     def __post_init__(self) -> None:
         problems = []
@@ -70,6 +73,8 @@ class ServeSettings:
         if self.stack_encoders not in STACK_ENCODERS:
             problems.append(f"--stack-encoders {self.stack_encoders!r}: choose {', '.join(STACK_ENCODERS[:-1])} "
                             f"or {STACK_ENCODERS[-1]}")
+        if self.conv not in CONVS:
+            problems.append(f"--conv {self.conv!r}: choose {' or '.join(CONVS)}")
         if self.token is not None and len(self.token) < 8:
             problems.append("--token must be at least 8 characters")
         names = [self._split(p)[0] for p in self.policy]

@@ -16,6 +16,43 @@ from flax import traverse_util
 
 from mqe_model.networks.mlp import MLP
 
+CONV_LOWERINGS = ("xla", "matmul")  # how an encoder computes its convolutions; make_encoder's ':matmul' suffix
+
+
+def conv_as_matmul(lhs: jax.Array, rhs: jax.Array, window_strides: Sequence[int], padding: Any,
+                   lhs_dilation: Sequence[int] | None = None, rhs_dilation: Sequence[int] | None = None,
+                   dimension_numbers: Any = None, feature_group_count: int = 1, precision: Any = None,
+                   **unused: Any) -> jax.Array:
+    """`lax.conv_general_dilated` for the NHWC / HWIO convolutions the encoders run, as strided slices of
+    the padded input (one per filter tap) concatenated along the channels and one matmul with the filter
+    reshaped to (taps x in, out). Same numbers to rounding, and no convolution op: on a GPU each
+    convolution otherwise runs through cuDNN outside the CUDA graphs that hold the act's other
+    kernels (issue 6). `nn.Conv(conv_general_dilated=conv_as_matmul)` calls it as flax calls XLA's."""
+    if any(d != 1 for d in (*(lhs_dilation or ()), *(rhs_dilation or ()))) or feature_group_count != 1:
+        raise ValueError("conv_as_matmul computes undilated, ungrouped convolutions only")
+    taps_h, taps_w, channels, features = rhs.shape
+    if lhs.ndim != 4 or lhs.shape[-1] != channels:
+        raise ValueError(f"conv_as_matmul takes NHWC inputs with {channels} channels, got shape {lhs.shape}")
+    (stride_h, stride_w), (height, width) = window_strides, lhs.shape[1:3]
+    pads = jax.lax.padtype_to_pads((height, width), (taps_h, taps_w), window_strides, padding) \
+        if isinstance(padding, str) else padding
+    x = jnp.pad(lhs, ((0, 0), tuple(pads[0]), tuple(pads[1]), (0, 0)))
+    out_h = max(0, (x.shape[1] - taps_h) // stride_h + 1)
+    out_w = max(0, (x.shape[2] - taps_w) // stride_w + 1)
+    if out_h == 0 or out_w == 0:  # the filter fits nowhere: an empty image, as XLA's
+        return jnp.zeros((lhs.shape[0], out_h, out_w, features), jnp.result_type(lhs, rhs))
+    taps = [x[:, i:i + stride_h * (out_h - 1) + 1:stride_h, j:j + stride_w * (out_w - 1) + 1:stride_w]
+            for i in range(taps_h) for j in range(taps_w)]
+    patches = taps[0] if len(taps) == 1 else jnp.concatenate(taps, axis=-1)  # (tap, channel) order, as HWIO
+    return jnp.dot(patches, rhs.reshape(taps_h * taps_w * channels, features), precision=precision)
+
+
+def _conv_function(conv: str) -> Any:
+    """`nn.Conv`'s `conv_general_dilated` for an encoder's `conv` field (None: XLA's convolution)."""
+    if conv not in CONV_LOWERINGS:
+        raise ValueError(f"conv={conv!r}: choose one of {', '.join(CONV_LOWERINGS)}")
+    return conv_as_matmul if conv == "matmul" else None
+
 
 def _flatten_batch(images: jax.Array) -> tuple[jax.Array, tuple[int, ...]]:
     lead = images.shape[:-3]
@@ -26,11 +63,13 @@ class ImpalaResidualBlock(nn.Module):
     """ReLU -> conv -> ReLU -> conv, plus the input."""
 
     channels: int  # convolution channels
+    conv: str = "xla"  # how convolutions are computed: 'xla' (its convolution op) or 'matmul' (conv_as_matmul)
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        h = nn.Conv(self.channels, (3, 3))(nn.relu(x))
-        h = nn.Conv(self.channels, (3, 3))(nn.relu(h))
+        conv = _conv_function(self.conv)
+        h = nn.Conv(self.channels, (3, 3), conv_general_dilated=conv)(nn.relu(x))
+        h = nn.Conv(self.channels, (3, 3), conv_general_dilated=conv)(nn.relu(h))
         return x + h
 
 
@@ -41,16 +80,17 @@ class ImpalaEncoder(nn.Module):
     num_blocks: int = 1  # residual blocks per stack
     mlp_dims: Sequence[int] = (512,)  # widths of the MLP after the convolutions
     layer_norm: bool = True  # LayerNorm on the conv output and in the MLP
+    conv: str = "xla"  # how convolutions are computed: 'xla' (its convolution op) or 'matmul' (conv_as_matmul)
 
     @nn.compact
     def __call__(self, images: jax.Array) -> jax.Array:
         x, lead = _flatten_batch(images)
         x = x.astype(jnp.float32) / 255.0
         for channels in self.stack_sizes:
-            x = nn.Conv(channels, (3, 3))(x)
+            x = nn.Conv(channels, (3, 3), conv_general_dilated=_conv_function(self.conv))(x)
             x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
             for _ in range(self.num_blocks):
-                x = ImpalaResidualBlock(channels)(x)
+                x = ImpalaResidualBlock(channels, self.conv)(x)
         x = nn.relu(x)
         if self.layer_norm:
             x = nn.LayerNorm()(x)
@@ -66,10 +106,16 @@ class ResNetBasicBlock(nn.Module):
     strides: int = 1  # stride of the first convolution
     norm_groups: int = 4  # GroupNorm groups
     dtype: jnp.dtype = jnp.float32  # computation dtype
+    conv: str = "xla"  # how convolutions are computed: 'xla' (its convolution op) or 'matmul' (conv_as_matmul)
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        conv = lambda ch, k, s: nn.Conv(ch, k, (s, s), use_bias=False, dtype=self.dtype)  # noqa: E731
+        lowering = _conv_function(self.conv)
+
+        def conv(channels: int, kernel: tuple[int, int], stride: int) -> nn.Conv:
+            return nn.Conv(channels, kernel, (stride, stride), use_bias=False, dtype=self.dtype,
+                           conv_general_dilated=lowering)
+
         h = conv(self.channels, (3, 3), self.strides)(x)
         h = nn.relu(nn.GroupNorm(self.norm_groups, dtype=self.dtype)(h))
         h = conv(self.channels, (3, 3), 1)(h)
@@ -91,6 +137,7 @@ class ResNetEncoder(nn.Module):
     width: int = 64  # channels of the first stage, doubled at each later stage
     norm_groups: int = 4  # GroupNorm groups
     compute_dtype: jnp.dtype = jnp.float32  # dtype of the convolutions (bfloat16 on GPUs)
+    conv: str = "xla"  # how convolutions are computed: 'xla' (its convolution op) or 'matmul' (conv_as_matmul)
 
     @nn.compact
     def __call__(self, images: jax.Array, goals: jax.Array | None = None) -> jax.Array:
@@ -98,14 +145,15 @@ class ResNetEncoder(nn.Module):
             images = jnp.concatenate([images, goals], axis=-1)
         x, lead = _flatten_batch(images)
         x = (x.astype(jnp.float32) / 127.5 - 1.0).astype(self.compute_dtype)
-        x = nn.Conv(self.width, (7, 7), (2, 2), use_bias=False, dtype=self.compute_dtype)(x)
+        x = nn.Conv(self.width, (7, 7), (2, 2), use_bias=False, dtype=self.compute_dtype,
+                    conv_general_dilated=_conv_function(self.conv))(x)
         x = nn.relu(nn.GroupNorm(self.norm_groups, dtype=self.compute_dtype)(x))
         x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
         for stage, blocks in enumerate(self.stage_sizes):
             for block in range(blocks):
                 strides = 2 if stage > 0 and block == 0 else 1
                 x = ResNetBasicBlock(
-                    self.width * 2**stage, strides, self.norm_groups, self.compute_dtype
+                    self.width * 2**stage, strides, self.norm_groups, self.compute_dtype, self.conv
                 )(x)
         x = jnp.mean(x.astype(jnp.float32), axis=(1, 2))
         return x.reshape(*lead, -1)
@@ -158,9 +206,16 @@ def with_kernels_in_compute_dtype(params: Any, name: str | None) -> Any:
 
 def make_encoder(name: str | None) -> nn.Module | None:
     """Encoder by preset name: None (state input), 'impala_small', 'resnet34', 'resnet34_bf16', 'resnet_tiny',
-    'resnet_tiny_bf16' (the bf16 path at test size)."""
+    'resnet_tiny_bf16' (the bf16 path at test size). A ':matmul' suffix ('resnet34_bf16:matmul') computes
+    the same encoder's convolutions with `conv_as_matmul`: same weights, same numbers to rounding."""
     if name is None:
         return None
+    base, suffix, lowering = name.partition(":")
+    if suffix:
+        if lowering != "matmul":
+            raise ValueError(f"encoder '{name}': the only suffix is ':matmul' (convolutions as matmuls), "
+                             f"e.g. '{base}:matmul'")
+        return make_encoder(base).clone(conv=lowering)
     encoders = {
         "impala_small": lambda: ImpalaEncoder(num_blocks=1),
         "impala_tiny": lambda: ImpalaEncoder(stack_sizes=(8, 8), num_blocks=1, mlp_dims=(32,)),

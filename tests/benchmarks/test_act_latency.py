@@ -17,6 +17,16 @@ def test_every_arrangement_of_a_resnet_policy_is_timed_against_the_earlier_ones(
         assert f"{ratio}: back to back " in printed
 
 
+def test_matmul_convolutions_are_timed_against_xlas_for_each_arrangement(tmp_path, capsys):
+    out = tmp_path / "figures.json"
+    assert act_latency.main([*TINY, "--set", "encoder=impala_tiny", "--encoders", "separate", "--convs", "xla",
+                             "matmul", "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    assert figures["separate: act back to back ms"] > 0
+    assert figures["separate, matmul convolutions: act back to back ms"] > 0
+    assert "matmul / xla convolutions (separate): back to back " in capsys.readouterr().out
+
+
 def test_an_arrangement_the_policy_lacks_is_refused(capsys):
     assert act_latency.main([*TINY, "--set", "encoder=impala_tiny", "--encoders", "twin"]) == 2
     assert "--encoders twin: this mqe policy has only separate, stacked" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import jax
@@ -276,3 +277,16 @@ def test_serving_casts_bf16_convolution_kernels_once_with_the_same_answers():
     impala_params = mqe.MQEAgent.create(0, {"observations": obs, "actions": np.zeros((2, 4), np.float32)},
                                         impala).params
     assert registry.make_serving_fns("mqe", impala, 4)[0](impala_params) is impala_params
+
+
+def test_with_conv_switches_an_image_encoders_convolutions_and_leaves_state_policies_alone():
+    from mqe_model.policy import with_conv
+
+    image = dataclasses.replace(mqe.get_config("tiny"), encoder="resnet_tiny")
+    assert with_conv(image, "matmul").encoder == "resnet_tiny:matmul"
+    assert with_conv(with_conv(image, "matmul"), "xla").encoder == "resnet_tiny"
+    assert with_conv(image, "xla") is image
+    state = mqe.get_config("tiny")
+    assert state.encoder is None and with_conv(state, "matmul") is state  # no convolutions to change
+    with pytest.raises(ValueError, match="conv='fft': choose one of xla, matmul"):
+        with_conv(image, "fft")

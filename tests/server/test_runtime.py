@@ -144,6 +144,15 @@ def test_twin_resnet_encoder_serves_the_same_actions(tmp_path):
     assert_same_answers(twin, separate)
 
 
+def test_matmul_convolutions_serve_the_same_actions_with_no_convolution_op(runtime, image_ckpt):
+    matmul = PolicyRuntime.load(image_ckpt, buckets=(2,), name="img-matmul", conv="matmul")
+    assert matmul.conv == "matmul" and runtime.conv == "xla"
+    assert "convolution(" in runtime._compiled[2].as_text()
+    assert "convolution(" not in matmul._compiled[2].as_text()
+    assert "convolution(" not in matmul._compiled_goal.as_text()
+    assert_same_answers(matmul, runtime)
+
+
 def assert_same_answers(served: PolicyRuntime, reference: PolicyRuntime) -> None:
     obs, goals = images(2, seed=4), images(2, seed=5)
     codes = codes_of(served, goals)

@@ -31,6 +31,7 @@ def test_env_never_names_checkpoints():
     ({"port": 0}, "not a TCP port"),
     ({"batch_buckets": (0,)}, "positive"),
     ({"stack_encoders": "yes"}, "choose auto, on, off or twin"),
+    ({"conv": "fft"}, "--conv 'fft': choose xla or matmul"),
 ])
 def test_bad_combinations_are_rejected(kwargs, match):
     with pytest.raises(SettingsError, match=match):
@@ -44,6 +45,12 @@ def test_encoders_stack_on_gpus_unless_told():
     assert on.encoders_on("cpu") == "stacked" and off.encoders_on("gpu") == "separate"
     assert twin.encoders_on("cpu") == twin.encoders_on("gpu") == "twin"
     assert parse(["--stack-encoders", "twin"], {}).stack_encoders == "twin"
+
+
+def test_convolutions_stay_xlas_unless_told():
+    assert ServeSettings().conv == "xla"
+    assert parse(["--conv", "matmul"], {}).conv == "matmul"
+    assert parse([], {"MQE_SERVE_CONV": "matmul"}).conv == "matmul"
 
 
 def test_non_loopback_is_allowed_with_a_token_or_insecure():
