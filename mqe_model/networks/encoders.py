@@ -33,6 +33,10 @@ def conv_as_matmul(lhs: jax.Array, rhs: jax.Array, window_strides: Sequence[int]
     taps_h, taps_w, channels, features = rhs.shape
     if lhs.ndim != 4 or lhs.shape[-1] != channels:
         raise ValueError(f"conv_as_matmul takes NHWC inputs with {channels} channels, got shape {lhs.shape}")
+    nhwc = jax.lax.conv_dimension_numbers(lhs.shape, rhs.shape, ("NHWC", "HWIO", "NHWC"))
+    if dimension_numbers is not None and \
+            jax.lax.conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers) != nhwc:
+        raise ValueError(f"conv_as_matmul takes NHWC inputs and HWIO filters, not {dimension_numbers}")
     (stride_h, stride_w), (height, width) = window_strides, lhs.shape[1:3]
     pads = jax.lax.padtype_to_pads((height, width), (taps_h, taps_w), window_strides, padding) \
         if isinstance(padding, str) else padding

@@ -30,12 +30,14 @@ def test_conv_as_matmul_equals_xlas_convolution(batch, height, width, channels, 
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_dilated_or_grouped_convolutions_are_refused():
+def test_dilated_grouped_or_other_layout_convolutions_are_refused():
     lhs, rhs = jnp.ones((1, 5, 5, 2)), jnp.ones((3, 3, 2, 2))
     with pytest.raises(ValueError, match="undilated, ungrouped convolutions only"):
         conv_as_matmul(lhs, rhs, (1, 1), "SAME", rhs_dilation=(2, 2))
     with pytest.raises(ValueError, match="undilated, ungrouped convolutions only"):
         conv_as_matmul(lhs, rhs[:, :, :1], (1, 1), "SAME", feature_group_count=2)
+    with pytest.raises(ValueError, match="NHWC inputs and HWIO filters"):
+        conv_as_matmul(lhs, rhs, (1, 1), "SAME", dimension_numbers=("NHWC", "OIHW", "NHWC"))
 
 
 @pytest.mark.parametrize("name, tolerance", [("resnet_tiny", 1e-5), ("impala_tiny", 1e-5), ("resnet_tiny_bf16", 2e-2)])
