@@ -144,6 +144,29 @@ def test_twin_resnet_encoder_serves_the_same_actions(tmp_path):
     assert_same_answers(twin, separate)
 
 
+def test_repeated_goal_codes_are_copied_to_the_device_once_and_answers_come_packed(runtime, monkeypatch):
+    obs, goals = images(1, seed=6), images(2, seed=7)
+    codes = codes_of(runtime, goals)
+    want = [runtime.act_batch(obs[:1], codes[i:i + 1]) for i in range(2)]  # one frame, each goal
+    puts = []
+    real_put = jax.device_put
+    monkeypatch.setattr(jax, "device_put", lambda x, *a, **k: puts.append(np.shape(x)) or real_put(x, *a, **k))
+    mine = codes[:1].copy()
+    first = runtime.act_batch(obs[:1], mine)
+    mine[:] = codes[1:2]  # the caller reuses its array: the kept copy is the runtime's own
+    second = runtime.act_batch(obs[:1], mine)
+    again = runtime.act_batch(obs[:1], mine)
+    assert puts == [codes[:1].shape, codes[:1].shape]  # the new codes once, their repeat never
+    for got, reference in ((first, want[0]), (second, want[1]), (again, want[1])):
+        for g, w in zip(got, reference, strict=True):
+            np.testing.assert_array_equal(g, w)
+    outputs = runtime._compiled[1].out_info
+    assert outputs.shape == (1, runtime.policy.action_dim + 1) and outputs.dtype == np.float32  # one copy back
+    actions, distances = second
+    assert actions.shape == (1, runtime.policy.action_dim) and distances.shape == (1,)
+    assert not np.allclose(second[0], first[0])  # the second goal's action, not the first's
+
+
 def test_matmul_convolutions_serve_the_same_actions_with_no_convolution_op(runtime, image_ckpt):
     matmul = PolicyRuntime.load(image_ckpt, buckets=(2,), name="img-matmul", conv="matmul")
     assert matmul.conv == "matmul" and runtime.conv == "xla"
