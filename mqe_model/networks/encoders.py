@@ -25,9 +25,9 @@ def conv_as_matmul(lhs: jax.Array, rhs: jax.Array, window_strides: Sequence[int]
                    **unused: Any) -> jax.Array:
     """`lax.conv_general_dilated` for the NHWC / HWIO convolutions the encoders run, as strided slices of
     the padded input (one per filter tap) concatenated along the channels and one matmul with the filter
-    reshaped to (taps x in, out). Same numbers to rounding, and no convolution op: on a GPU each
-    convolution otherwise runs through cuDNN outside the CUDA graphs that hold the act's other
-    kernels (issue 6). `nn.Conv(conv_general_dilated=conv_as_matmul)` calls it as flax calls XLA's."""
+    reshaped to (taps x in, out). Same numbers to rounding, and no convolution op: on a GPU XLA runs
+    convolutions through cuDNN, which its CUDA graphs may leave out, while slices and matmuls they take
+    (issue 6). `nn.Conv(conv_general_dilated=conv_as_matmul)` calls it as flax calls XLA's."""
     if any(d != 1 for d in (*(lhs_dilation or ()), *(rhs_dilation or ()))) or feature_group_count != 1:
         raise ValueError("conv_as_matmul computes undilated, ungrouped convolutions only")
     taps_h, taps_w, channels, features = rhs.shape
