@@ -64,8 +64,7 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q)) if values else float("nan")
 
 
-def bare_act_ms(checkpoint: Path, size: int, runs: int, stack_encoders: str,
-                conv: str = "xla") -> tuple[float, float, str]:
+def bare_act_ms(checkpoint: Path, size: int, runs: int, stack_encoders: str, conv: str) -> tuple[float, float, str]:
     """(median ms of PolicyRuntime.act at batch 1, seconds to load and warm, encoders served), the
     encoders arranged as `mqe-serve --stack-encoders` arranges them on this device, convolutions as `--conv`."""
     import jax
