@@ -40,7 +40,7 @@ import numpy as np
 import tyro
 
 from benchmarks.kernels import kernel_profile
-from server.settings import Conv
+from server.settings import ConvLowering
 
 T = TypeVar("T")
 
@@ -63,7 +63,7 @@ class Args:
     encoders: tuple[str, ...] = ()  # encoder arrangements to measure (separate, stacked, twin); (): all the policy has
     json: Path | None = None  # also write the figures (ms) here, e.g. for benchmarks.xla_flags
     phases: bool = False  # also time the act's steps (inputs to the device, run, outputs back), back to back and paced
-    convs: tuple[Conv, ...] = ("xla",)  # convolutions of each arrangement: xla (XLA's op), matmul (slices and a matmul), or both
+    convs: tuple[ConvLowering, ...] = ("xla",)  # convolutions of each arrangement: xla (XLA's op), matmul (slices and a matmul), or both
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -56,7 +56,7 @@ class Args:
     port: int = 0  # loopback port of the server; 0 picks a free one
     drivers: int = 0  # processes the robots are spread over; 0: one per 12 robots, at most cores - 2
     stack_encoders: StackEncoders = "auto"  # mqe-serve's --stack-encoders; the bare act uses the same
-    conv: Conv = "xla"  # mqe-serve's --conv; the bare act uses the same
+    conv: Conv = "auto"  # mqe-serve's --conv; the bare act uses the same
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -64,16 +64,17 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q)) if values else float("nan")
 
 
-def bare_act_ms(checkpoint: Path, size: int, runs: int, stack_encoders: str, conv: str) -> tuple[float, float, str]:
-    """(median ms of PolicyRuntime.act at batch 1, seconds to load and warm, encoders served), the
-    encoders arranged as `mqe-serve --stack-encoders` arranges them on this device, convolutions as `--conv`."""
+def bare_act_ms(checkpoint: Path, size: int, runs: int, stack_encoders: str, conv: str) -> tuple[float, float, str, str]:
+    """(median ms of PolicyRuntime.act at batch 1, seconds to load and warm, encoders served, convolutions
+    served), encoders and convolutions chosen as `mqe-serve --stack-encoders --conv` choose them on this device."""
     import jax
 
     from server.runtime import PolicyRuntime
 
-    wanted = ServeSettings(stack_encoders=stack_encoders).encoders_on(jax.devices()[0].platform)
+    settings, platform = ServeSettings(stack_encoders=stack_encoders, conv=conv), jax.devices()[0].platform
     start = time.perf_counter()
-    runtime = PolicyRuntime.load(checkpoint, buckets=(1,), encoders=wanted, conv=conv)
+    runtime = PolicyRuntime.load(checkpoint, buckets=(1,), encoders=settings.encoders_on(platform),
+                                 conv=settings.conv_on(platform))
     load_s = time.perf_counter() - start
     rng = np.random.default_rng(0)
     goal = runtime.encode_goal(rng.integers(0, 256, (size, size, 3), dtype=np.uint8))
@@ -83,7 +84,7 @@ def bare_act_ms(checkpoint: Path, size: int, runs: int, stack_encoders: str, con
         t = time.perf_counter()
         runtime.act(frames[i % 8], goal)
         times.append((time.perf_counter() - t) * 1000)
-    return statistics.median(times), load_s, runtime.encoders
+    return statistics.median(times), load_s, runtime.encoders, runtime.conv
 
 
 def robot(url: str, size: int, args: Args, stop_at: float, count_from: float, index: int,
@@ -210,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.terminate()
         server.wait(15)
-    bare_ms, load_s, encoders = bare_act_ms(checkpoint, size, args.bare_runs, args.stack_encoders, args.conv)
+    bare_ms, load_s, encoders, conv = bare_act_ms(checkpoint, size, args.bare_runs, args.stack_encoders, args.conv)
     rtt = [s[0] for s in samples]
     mean_batch = float("nan")
     if len(batch_line) == 2:
@@ -219,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"checkpoint {checkpoint} ({args.preset if args.checkpoint is None else 'given'}), "
           f"{args.robots} robot(s) at {args.hz} Hz for {args.seconds:.0f} s over {drivers} driver "
           f"process(es), image {size}x{size}, --stack-encoders {args.stack_encoders} (encoders {encoders}), "
-          f"--conv {args.conv}")
+          f"--conv {args.conv} (convolutions {conv})")
     print(f"cold start to ready: {ready_s:.1f} s (compilation cache {args.compilation_cache})")
     print(f"requests: {len(rtt)} ok, {len(errors)} errors" + (f" (first: {errors[0]})" if errors else ""))
     print(f"round trip ms: p50 {percentile(rtt, 50):.2f}  p90 {percentile(rtt, 90):.2f}  "

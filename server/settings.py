@@ -25,7 +25,8 @@ TOKEN_ENV = "MQE_SERVER_TOKEN"
 LOOPBACK_NAMES = ("localhost",)
 StackEncoders = Literal["auto", "on", "off", "twin"]  # --stack-encoders (also the latency benchmarks')
 STACK_ENCODERS = typing.get_args(StackEncoders)
-Conv = Literal["xla", "matmul"]  # --conv (also the latency benchmarks'); mqe_model.networks.encoders.CONV_LOWERINGS
+ConvLowering = Literal["xla", "matmul"]  # how a runtime computes convolutions; mqe_model.networks.encoders.CONV_LOWERINGS
+Conv = Literal["auto", "xla", "matmul"]  # --conv (also serve_latency's): a lowering, or auto to pick one per device
 CONVS = typing.get_args(Conv)
 
 
@@ -51,8 +52,8 @@ class ServeSettings:
     compilation_cache: str = "~/.cache/mqe-deploy/jax"  # persistent JAX compilation cache; "" disables
     episode_idle_s: float = 30.0  # an episode without requests for this long is logged as ended
     log_level: str = "info"  # debug logs one line per request; info one per episode
-    stack_encoders: StackEncoders = "auto"  # image MQE: actor and critic encoders as one network (on: vmapped; twin: one ResNet twice as wide); auto: on, on GPUs only
-    conv: Conv = "xla"  # image policies' convolutions: xla (XLA's convolution op, cuDNN on GPUs) or matmul (strided slices and one matmul each, which CUDA graphs hold whole); the same actions to rounding
+    stack_encoders: StackEncoders = "auto"  # image MQE: actor and critic encoders as one network (on: vmapped; twin: one ResNet twice as wide); auto: twin, except on CPUs (separate)
+    conv: Conv = "auto"  # image policies' convolutions: xla (XLA's op, cuDNN on GPUs), matmul (strided slices and one matmul each, which CUDA graphs hold whole), auto: matmul on GPUs only; the same actions to rounding
 
     def __post_init__(self) -> None:
         problems = []
@@ -74,7 +75,7 @@ class ServeSettings:
             problems.append(f"--stack-encoders {self.stack_encoders!r}: choose {', '.join(STACK_ENCODERS[:-1])} "
                             f"or {STACK_ENCODERS[-1]}")
         if self.conv not in CONVS:
-            problems.append(f"--conv {self.conv!r}: choose {' or '.join(CONVS)}")
+            problems.append(f"--conv {self.conv!r}: choose {', '.join(CONVS[:-1])} or {CONVS[-1]}")
         if self.token is not None and len(self.token) < 8:
             problems.append("--token must be at least 8 characters")
         names = [self._split(p)[0] for p in self.policy]
@@ -106,13 +107,25 @@ class ServeSettings:
 
     def encoders_on(self, platform: str) -> str:
         """How image MQE policies on a device of `platform` ('cpu', 'gpu', ...) run their two encoders
-        (`PolicyRuntime.load`'s `encoders`). auto stacks them on GPUs: faster on an H100 (0.90x back to
-        back, 0.85x at 5 Hz), slower on the CPU, where XLA's grouped convolutions are slow (1.41x):
-        docs/benchmarks.md, "Stacked encoders". auto never picks twin: on an H200 it was 0.78x the stacked act
-        at 5 Hz in-process but 1.01x served (one run each, docs/benchmarks.md, twenty-sixth session)."""
+        (`PolicyRuntime.load`'s `encoders`). auto takes the twin (one ResNet twice as wide; others stack)
+        off the CPU: on H200s it was as fast as the stacked act or faster in every run, served 0.78x with
+        XLA's convolutions and 0.96x with matmuls (3.97 against 4.13 ms), in-process at 5 Hz 0.85x and 0.89x,
+        at batch 32 0.85-1.02x (docs/benchmarks.md, "Convolutions as matmuls"); stacked encoders were 0.90x
+        the separate act on an H100. On the CPU XLA's grouped convolutions make stacking slow (1.41x):
+        auto keeps the encoders separate there."""
         if self.stack_encoders == "auto":
-            return "separate" if platform == "cpu" else "stacked"
+            return "separate" if platform == "cpu" else "twin"
         return {"on": "stacked", "off": "separate", "twin": "twin"}[self.stack_encoders]
+
+    def conv_on(self, platform: str) -> ConvLowering:
+        """How image policies on a device of `platform` compute their convolutions (`PolicyRuntime.load`'s
+        `conv`). auto takes matmuls on GPUs: on an H200 one robot's served round trip was 0.72x XLA's
+        convolutions (twin encoders, 3.97 against 5.41-5.81 ms) and 0.58x (stacked), the batch-32 act at
+        5 Hz 0.93x, back to back 1.06x-1.25x; XLA's op elsewhere, as on the CPU the two were mixed
+        (docs/benchmarks.md, "Convolutions as matmuls")."""
+        if self.conv == "auto":
+            return "matmul" if platform == "gpu" else "xla"
+        return self.conv
 
     @property
     def compilation_cache_dir(self) -> Path | None:

@@ -31,24 +31,27 @@ def test_env_never_names_checkpoints():
     ({"port": 0}, "not a TCP port"),
     ({"batch_buckets": (0,)}, "positive"),
     ({"stack_encoders": "yes"}, "choose auto, on, off or twin"),
-    ({"conv": "fft"}, "--conv 'fft': choose xla or matmul"),
+    ({"conv": "fft"}, "--conv 'fft': choose auto, xla or matmul"),
 ])
 def test_bad_combinations_are_rejected(kwargs, match):
     with pytest.raises(SettingsError, match=match):
         ServeSettings(**kwargs)
 
 
-def test_encoders_stack_on_gpus_unless_told():
+def test_encoders_are_twins_off_the_cpu_unless_told():
     auto, on, off, twin = (ServeSettings(stack_encoders=v) for v in ("auto", "on", "off", "twin"))
     assert ServeSettings().stack_encoders == "auto"
-    assert auto.encoders_on("gpu") == "stacked" and auto.encoders_on("cpu") == "separate"
+    assert auto.encoders_on("gpu") == "twin" and auto.encoders_on("cpu") == "separate"
     assert on.encoders_on("cpu") == "stacked" and off.encoders_on("gpu") == "separate"
     assert twin.encoders_on("cpu") == twin.encoders_on("gpu") == "twin"
     assert parse(["--stack-encoders", "twin"], {}).stack_encoders == "twin"
 
 
-def test_convolutions_stay_xlas_unless_told():
-    assert ServeSettings().conv == "xla"
+def test_convolutions_are_matmuls_on_gpus_only_unless_told():
+    auto, xla, matmul = (ServeSettings(conv=v) for v in ("auto", "xla", "matmul"))
+    assert ServeSettings().conv == "auto"
+    assert auto.conv_on("gpu") == "matmul" and auto.conv_on("cpu") == auto.conv_on("tpu") == "xla"
+    assert xla.conv_on("gpu") == "xla" and matmul.conv_on("cpu") == "matmul"
     assert parse(["--conv", "matmul"], {}).conv == "matmul"
     assert parse([], {"MQE_SERVE_CONV": "matmul"}).conv == "matmul"
 
