@@ -57,6 +57,7 @@ class Args:
     drivers: int = 0  # processes the robots are spread over; 0: one per 12 robots, at most cores - 2
     stack_encoders: StackEncoders = "auto"  # mqe-serve's --stack-encoders; the bare act uses the same
     conv: Conv = "auto"  # mqe-serve's --conv; the bare act uses the same
+    keep_warm_ms: float = 0.0  # mqe-serve's --keep-warm-ms (the keeper reruns the last act between requests; 0: off)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -189,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd = [sys.executable, "-m", "server", "--policy", f"bench={checkpoint}", "--port", str(port),
            "--compilation-cache", str(args.compilation_cache.expanduser()), "--log-level", "warning",
            "--batch-buckets", *map(str, args.buckets), "--stack-encoders", args.stack_encoders,
-           "--conv", args.conv]
+           "--conv", args.conv, "--keep-warm-ms", f"{args.keep_warm_ms:g}"]
     started = time.perf_counter()
     server = subprocess.Popen(cmd, env=env, cwd=REPO)
     url = f"http://127.0.0.1:{port}"
@@ -220,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"checkpoint {checkpoint} ({args.preset if args.checkpoint is None else 'given'}), "
           f"{args.robots} robot(s) at {args.hz} Hz for {args.seconds:.0f} s over {drivers} driver "
           f"process(es), image {size}x{size}, --stack-encoders {args.stack_encoders} (encoders {encoders}), "
-          f"--conv {args.conv} (convolutions {conv})")
+          f"--conv {args.conv} (convolutions {conv}), --keep-warm-ms {args.keep_warm_ms:g}")
     print(f"cold start to ready: {ready_s:.1f} s (compilation cache {args.compilation_cache})")
     print(f"requests: {len(rtt)} ok, {len(errors)} errors" + (f" (first: {errors[0]})" if errors else ""))
     print(f"round trip ms: p50 {percentile(rtt, 50):.2f}  p90 {percentile(rtt, 90):.2f}  "

@@ -6,6 +6,12 @@ never blocks the loop. The worker takes the first waiting request, then gathers 
 `max_wait_ms` -- but only while other requests are known to be on their way (`announce`d by the
 app while their bodies are parsed), so a lone robot never pays the wait -- and runs one padded,
 precompiled batch per policy.
+
+With `keep_warm_ms`, a worker waiting for its next request runs the last request's act again every
+`keep_warm_ms`, for at most `keep_warm_for_s` after that request, and throws the answer away: a lone
+robot's act after ~10 ms of idleness is 1.5-2x slower than back to back (the host's caches go cold,
+docs/benchmarks.md, issue 6), and on an H200 the act repeated every 5 ms made the next one 0.74-0.81x.
+A request that arrives during a keeper's act waits for it to finish.
 """
 
 from __future__ import annotations
@@ -44,6 +50,16 @@ class _Job:
     submitted: float
 
 
+@dataclasses.dataclass(frozen=True)
+class _Recent:
+    """The last request a worker answered: what its keeper reruns, and until when."""
+
+    runtime: Any
+    observation: np.ndarray
+    goal: np.ndarray
+    answered: float  # perf_counter() when its batch ended
+
+
 class PendingCounter:
     """Requests that arrived and are being parsed: the batchers wait for them, nobody else."""
 
@@ -72,12 +88,18 @@ class MicroBatcher:
 
     def __init__(self, name: str, max_wait_ms: float = 2.0, max_batch: int = 32,
                  pending: PendingCounter | None = None,
-                 on_batch: Callable[[str, int, float], None] | None = None):
+                 on_batch: Callable[[str, int, float], None] | None = None,
+                 keep_warm_ms: float = 0.0, keep_warm_for_s: float = 5.0,
+                 on_keep_warm: Callable[[str], None] | None = None):
         self.name = name  # device name, for logs and metrics
         self.max_wait_s = max_wait_ms / 1000.0
         self.max_batch = max_batch
         self.pending = pending or PendingCounter()  # shared by the app with every batcher
         self._on_batch = on_batch  # metrics hook: (policy name, batch size, compute seconds)
+        self.keep_warm_s = keep_warm_ms / 1000.0  # 0: no keeper
+        self.keep_warm_for_s = keep_warm_for_s
+        self._on_keep_warm = on_keep_warm  # metrics hook: (device name), once per keeper act
+        self._recent: _Recent | None = None  # touched by the worker thread only
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=f"batcher-{name}", daemon=True)
         self._thread.start()
@@ -115,10 +137,32 @@ class MicroBatcher:
             jobs.append(job)
         return jobs, False
 
+    def _next(self) -> _Job | None:
+        """The next queued item; while it has not come, the keeper's acts."""
+        while self._recent is not None and self.keep_warm_s > 0:
+            if time.perf_counter() - self._recent.answered > self.keep_warm_for_s:
+                self._recent = None
+                break
+            try:
+                return self._queue.get(timeout=self.keep_warm_s)
+            except queue.Empty:
+                self._keep_warm(self._recent)
+        return self._queue.get()
+
+    def _keep_warm(self, recent: _Recent) -> None:
+        try:
+            recent.runtime.act_batch(recent.observation[None], recent.goal[None])
+        except Exception:  # the next real request will meet the fault and report it
+            logger.exception("keep-warm act on %s failed; the keeper stops until the next request", self.name)
+            self._recent = None
+            return
+        if self._on_keep_warm is not None:
+            self._on_keep_warm(self.name)
+
     def _run(self) -> None:
         stop = False
         while not stop:
-            first = self._queue.get()
+            first = self._next()
             if first is None:
                 break
             jobs, stop = self._gather(first)
@@ -142,6 +186,7 @@ class MicroBatcher:
             return
         end = time.perf_counter()
         compute_ms = (end - start) * 1000
+        self._recent = _Recent(runtime, jobs[-1].observation, jobs[-1].goal, end)
         if self._on_batch is not None:
             self._on_batch(getattr(runtime, "name", "?"), len(jobs), end - start)
         for i, job in enumerate(jobs):

@@ -33,6 +33,8 @@ class ServerMetrics:
                                   ["result"], registry=r)
         self.goal_cache_entries = Gauge("mqe_goal_cache_entries", "Goals in the cache", registry=r)
         self.goals_uploaded = Counter("mqe_goals_uploaded", "Goals uploaded", ["policy"], registry=r)
+        self.keep_warm_acts = Counter("mqe_keep_warm_acts", "Acts the keeper ran between requests "
+                                      "(--keep-warm-ms), by device", ["device"], registry=r)
         self.ready = Gauge("mqe_ready", "1 once every policy is loaded and warmed", registry=r)
         self.warmup_seconds = Gauge("mqe_warmup_seconds", "Compile + warm-up time per policy",
                                     ["policy"], registry=r)
@@ -49,6 +51,10 @@ class ServerMetrics:
     def observe_batch(self, policy: str, size: int, seconds: float) -> None:
         """Record one model call (the batcher's hook)."""
         self.batch_size.labels(policy).observe(size)
+
+    def observe_keep_warm(self, device: str) -> None:
+        """Count one keeper act (the batcher's hook)."""
+        self.child(self.keep_warm_acts, device).inc()
 
     def render(self) -> bytes:
         """The Prometheus text exposition."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import math
 import os
 import typing
 from pathlib import Path
@@ -48,6 +49,8 @@ class ServeSettings:
     max_image_pixels: int = 4096 * 4096  # larger decoded images get 422 invalid_image
     batch_buckets: tuple[int, ...] = DEFAULT_BUCKETS  # batch sizes compiled at load; requests pad up
     max_wait_ms: float = 2.0  # longest a request waits for others to fill its micro-batch
+    keep_warm_ms: float = 0.0  # while waiting for the next request, rerun the last act every this many ms (0: off); costs device time
+    keep_warm_for_s: float = 5.0  # the keeper stops this many seconds after the last request
     goal_cache_size: int = 4096  # goals kept (least recently used evicted first)
     compilation_cache: str = "~/.cache/mqe-deploy/jax"  # persistent JAX compilation cache; "" disables
     episode_idle_s: float = 30.0  # an episode without requests for this long is logged as ended
@@ -67,6 +70,10 @@ class ServeSettings:
             problems.append(f"--batch-buckets {self.batch_buckets} must be positive sizes")
         if self.max_wait_ms < 0:
             problems.append("--max-wait-ms must be >= 0")
+        if not (self.keep_warm_ms == 0 or 1 <= self.keep_warm_ms < math.inf):
+            problems.append(f"--keep-warm-ms {self.keep_warm_ms:g}: use 0 (off) or a period of at least 1 ms")
+        if not 0 < self.keep_warm_for_s < math.inf:
+            problems.append(f"--keep-warm-for-s {self.keep_warm_for_s:g} must be a positive number of seconds")
         if self.goal_cache_size < 1:
             problems.append("--goal-cache-size must be >= 1")
         if self.log_level.lower() not in ("debug", "info", "warning", "error"):

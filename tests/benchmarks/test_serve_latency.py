@@ -18,7 +18,7 @@ def test_one_robot_through_a_real_server_reports_every_figure_with_the_served_en
             "--stack-encoders", "on", "--conv", "matmul"]
     assert serve_latency.main(args) == 0
     out = capsys.readouterr().out
-    assert "--stack-encoders on (encoders stacked), --conv matmul (convolutions matmul)" in out  # the bare act ran as the server did
+    assert "--stack-encoders on (encoders stacked), --conv matmul (convolutions matmul), --keep-warm-ms 0" in out  # the bare act ran as the server did
     ok, errors = map(int, re.search(r"requests: (\d+) ok, (\d+) errors", out).groups())
     # 1.5 s at 10 Hz: never more than the pace allows, and fewer only if the driver process starts late
     assert errors == 0 and 5 <= ok <= 16

@@ -131,3 +131,41 @@ def test_every_answer_of_the_goal_and_act_routes_is_counted_by_status(image_ckpt
         assert decoded(client.get("/v1/act", headers=msgpack))["error"]["code"] == ErrorCode.METHOD_NOT_ALLOWED
         assert request_counts(client, "/v1/act") == {"200": 2, "404": 1, "405": 1, "415": 1, "422": 1}
         assert request_counts(client, "/v1/goals") == {"200": 1}
+
+
+def keeper_acts(client: TestClient) -> float:
+    """mqe_keep_warm_acts_total, summed over devices."""
+    return sum(float(line.split()[-1]) for line in client.get("/metrics").text.splitlines()
+               if line.startswith("mqe_keep_warm_acts_total"))
+
+
+def test_the_keeper_acts_between_requests_and_answers_nobody(image_ckpt):
+    from server.runtime import PolicyRuntime
+
+    release = threading.Event()
+    release.set()
+    runtime = PolicyRuntime.load(image_ckpt, buckets=(1,), name="img")
+    app = create_app(ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache="", keep_warm_ms=2,
+                                   keep_warm_for_s=0.4), blocking_loader(release, {"img": runtime}))
+    msgpack = {"Content-Type": protocol.CONTENT_TYPE}
+    image = np.random.default_rng(0).integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    with TestClient(app) as client:
+        for _ in range(200):
+            if client.get("/readyz").status_code == 200:
+                break
+            threading.Event().wait(0.05)
+        goal_id = decoded(client.post("/v1/goals", content=protocol.packb({"image": image}), headers=msgpack))["goal_id"]
+        assert keeper_acts(client) == 0  # nothing to keep warm before the first act
+        body = protocol.packb({"image": image, "goal_id": goal_id})
+        first = decoded(client.post("/v1/act", content=body, headers=msgpack))
+        threading.Event().wait(1.0)  # the keeper runs for 0.4 s after the answer, then stops
+        kept = keeper_acts(client)
+        threading.Event().wait(0.3)
+        assert kept >= 5 and keeper_acts(client) == kept
+        second = decoded(client.post("/v1/act", content=body, headers=msgpack))
+        assert request_counts(client, "/v1/act") == {"200": 2}
+        batches = [line for line in client.get("/metrics").text.splitlines()
+                   if line.startswith('mqe_batch_size_count{policy="img"}')]
+        assert float(batches[0].split()[-1]) == 2  # keeper acts are not batches
+    np.testing.assert_array_equal(second["action"], first["action"])  # the keeper changed no state
+    assert second["distance"] == first["distance"]

@@ -1,4 +1,4 @@
-"""MicroBatcher and GoalCache without a model: batching, the wait rule, LRU eviction."""
+"""MicroBatcher and GoalCache without a model: batching, the wait rule, the keeper, LRU eviction."""
 
 from __future__ import annotations
 
@@ -20,11 +20,16 @@ class FakeRuntime:
 
     def __init__(self, delay: float = 0.0):
         self.calls: list[int] = []
+        self.inputs: list[tuple[np.ndarray, np.ndarray]] = []
         self.delay = delay
+        self.fail = False
 
     def act_batch(self, observations, goals):
         self.calls.append(len(observations))
+        self.inputs.append((observations.copy(), goals.copy()))
         time.sleep(self.delay)
+        if self.fail:
+            raise RuntimeError("device lost")
         return observations + goals, np.full(len(observations), 3.0, np.float32)
 
     def distance_or_none(self, value):
@@ -76,6 +81,56 @@ def test_a_model_fault_reaches_every_waiter_and_the_worker_survives():
         with pytest.raises(RuntimeError, match="device lost"):
             batcher.submit(Broken(), np.zeros(1), np.zeros(1)).result(5)
         assert batcher.submit(FakeRuntime(), np.zeros(1), np.ones(1)).result(5).action[0] == 1
+    finally:
+        batcher.close()
+
+
+def test_the_keeper_reruns_the_last_act_while_idle_then_stops():
+    kept: list[str] = []
+    batcher = MicroBatcher("dev", keep_warm_ms=5, keep_warm_for_s=0.3, on_keep_warm=kept.append)
+    runtime = FakeRuntime()
+    try:
+        first = batcher.submit(runtime, np.full(2, 1.0), np.full(2, 2.0)).result(5)
+        time.sleep(0.6)  # the keeper runs for 0.3 s after the answer, then stops
+        stopped_at = len(runtime.calls)
+        time.sleep(0.2)
+        assert len(runtime.calls) == stopped_at
+        second = batcher.submit(runtime, np.full(2, 5.0), np.zeros(2)).result(5)
+    finally:
+        batcher.close()
+    keeper_acts = stopped_at - 1
+    # every 5 ms for 0.3 s is at most 60; a loaded CI machine sleeps longer than asked, so fewer
+    assert 10 <= keeper_acts <= 61 and len(kept) == keeper_acts and set(kept) == {"dev"}
+    for observations, goals in runtime.inputs[1:stopped_at]:  # the last request's inputs, alone
+        np.testing.assert_array_equal(observations, [[1.0, 1.0]])
+        np.testing.assert_array_equal(goals, [[2.0, 2.0]])
+    # the keeper's answers reach nobody: each request got its own
+    np.testing.assert_array_equal(first.action, [3.0, 3.0])
+    np.testing.assert_array_equal(second.action, [5.0, 5.0])
+    assert first.batch_size == second.batch_size == 1
+
+
+def test_no_keeper_without_keep_warm_ms_and_a_failing_keeper_stops_quietly():
+    off = MicroBatcher("dev")
+    runtime = FakeRuntime()
+    try:
+        off.submit(runtime, np.zeros(2), np.zeros(2)).result(5)
+        time.sleep(0.1)
+    finally:
+        off.close()
+    assert runtime.calls == [1]
+    kept: list[str] = []
+    batcher = MicroBatcher("dev", keep_warm_ms=2, keep_warm_for_s=5, on_keep_warm=kept.append)
+    failing = FakeRuntime()
+    try:
+        batcher.submit(failing, np.zeros(2), np.zeros(2)).result(5)
+        failing.fail = True
+        time.sleep(0.1)
+        assert failing.calls == [1, 1] and kept == []  # one failed keeper act, then no more
+        with pytest.raises(RuntimeError, match="device lost"):  # the next request meets the fault itself
+            batcher.submit(failing, np.zeros(2), np.zeros(2)).result(5)
+        failing.fail = False
+        assert batcher.submit(failing, np.ones(2), np.ones(2)).result(5).action.tolist() == [2.0, 2.0]
     finally:
         batcher.close()
 

@@ -32,6 +32,11 @@ def test_env_never_names_checkpoints():
     ({"batch_buckets": (0,)}, "positive"),
     ({"stack_encoders": "yes"}, "choose auto, on, off or twin"),
     ({"conv": "fft"}, "--conv 'fft': choose auto, xla or matmul"),
+    ({"keep_warm_ms": 0.5}, "--keep-warm-ms 0.5: use 0 .off. or a period of at least 1 ms"),
+    ({"keep_warm_ms": -1}, "--keep-warm-ms -1"),
+    ({"keep_warm_ms": float("nan")}, "--keep-warm-ms nan"),
+    ({"keep_warm_for_s": 0}, "--keep-warm-for-s 0 must be a positive number of seconds"),
+    ({"keep_warm_for_s": float("inf")}, "--keep-warm-for-s inf"),
 ])
 def test_bad_combinations_are_rejected(kwargs, match):
     with pytest.raises(SettingsError, match=match):
@@ -54,6 +59,13 @@ def test_convolutions_are_matmuls_on_gpus_only_unless_told():
     assert xla.conv_on("gpu") == "xla" and matmul.conv_on("cpu") == "matmul"
     assert parse(["--conv", "matmul"], {}).conv == "matmul"
     assert parse([], {"MQE_SERVE_CONV": "matmul"}).conv == "matmul"
+
+
+def test_the_keeper_is_off_unless_told():
+    assert ServeSettings().keep_warm_ms == 0 and ServeSettings().keep_warm_for_s == 5
+    told = parse(["--keep-warm-ms", "5", "--keep-warm-for-s", "2.5"], {})
+    assert (told.keep_warm_ms, told.keep_warm_for_s) == (5, 2.5)
+    assert parse([], {"MQE_SERVE_KEEP_WARM_MS": "2"}).keep_warm_ms == 2
 
 
 def test_non_loopback_is_allowed_with_a_token_or_insecure():
