@@ -14,6 +14,14 @@ from server.protocol import ErrorCode
 from server.settings import ServeSettings
 
 
+def wait_ready(client: TestClient, timeout_s: float = 10.0) -> None:
+    """Poll /readyz until the app is ready (the loader runs in its own thread)."""
+    for _ in range(int(timeout_s / 0.05)):
+        if client.get("/readyz").status_code == 200:
+            return
+        threading.Event().wait(0.05)
+
+
 def blocking_loader(release: threading.Event, runtimes: dict):
     def load(settings):
         release.wait(30)
@@ -37,10 +45,7 @@ def test_requests_during_warm_up_get_503_retryable(image_ckpt):
             error = decoded(reply)["error"]
             assert error["code"] == ErrorCode.NOT_READY and error["retryable"] is True
         release.set()
-        for _ in range(200):
-            if client.get("/readyz").status_code == 200:
-                break
-            threading.Event().wait(0.05)
+        wait_ready(client)
         assert client.get("/readyz").status_code == 200
         image = np.zeros((32, 32, 3), np.uint8)
         reply = client.post("/v1/act", content=protocol.packb({"image": image, "goal_image": image}),
@@ -116,10 +121,7 @@ def test_every_answer_of_the_goal_and_act_routes_is_counted_by_status(image_ckpt
     msgpack = {"Content-Type": protocol.CONTENT_TYPE}
     image = np.zeros((32, 32, 3), np.uint8)
     with TestClient(app) as client:
-        for _ in range(200):
-            if client.get("/readyz").status_code == 200:
-                break
-            threading.Event().wait(0.05)
+        wait_ready(client)
         goal_id = decoded(client.post("/v1/goals", content=protocol.packb({"image": image}), headers=msgpack))["goal_id"]
         for _ in range(2):
             assert client.post("/v1/act", content=protocol.packb({"image": image, "goal_id": goal_id}),
@@ -150,10 +152,7 @@ def test_the_keeper_acts_between_requests_and_answers_nobody(image_ckpt):
     msgpack = {"Content-Type": protocol.CONTENT_TYPE}
     image = np.random.default_rng(0).integers(0, 256, (32, 32, 3), dtype=np.uint8)
     with TestClient(app) as client:
-        for _ in range(200):
-            if client.get("/readyz").status_code == 200:
-                break
-            threading.Event().wait(0.05)
+        wait_ready(client)
         goal_id = decoded(client.post("/v1/goals", content=protocol.packb({"image": image}), headers=msgpack))["goal_id"]
         assert keeper_acts(client) == 0  # nothing to keep warm before the first act
         body = protocol.packb({"image": image, "goal_id": goal_id})
