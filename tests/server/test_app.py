@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import pytest
 from fastapi.testclient import TestClient
 from server_helpers import decoded
 
@@ -22,6 +23,14 @@ def wait_ready(client: TestClient, timeout_s: float = 10.0) -> None:
         threading.Event().wait(0.05)
 
 
+@pytest.fixture(scope="module")
+def img_runtime(image_ckpt):
+    """One loaded runtime of the tiny image checkpoint, shared by the apps of this module."""
+    from server.runtime import PolicyRuntime
+
+    return PolicyRuntime.load(image_ckpt, buckets=(1,), name="img")
+
+
 def blocking_loader(release: threading.Event, runtimes: dict):
     def load(settings):
         release.wait(30)
@@ -29,13 +38,10 @@ def blocking_loader(release: threading.Event, runtimes: dict):
     return load
 
 
-def test_requests_during_warm_up_get_503_retryable(image_ckpt):
-    from server.runtime import PolicyRuntime
-
+def test_requests_during_warm_up_get_503_retryable(image_ckpt, img_runtime):
     release = threading.Event()
-    runtime = PolicyRuntime.load(image_ckpt, buckets=(1,), name="img")
     app = create_app(ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache=""),
-                     blocking_loader(release, {"img": runtime}))
+                     blocking_loader(release, {"img": img_runtime}))
     with TestClient(app) as client:
         assert client.get("/healthz").status_code == 200
         for reply in (client.get("/readyz"), client.get("/v1/metadata"),
@@ -51,7 +57,7 @@ def test_requests_during_warm_up_get_503_retryable(image_ckpt):
         reply = client.post("/v1/act", content=protocol.packb({"image": image, "goal_image": image}),
                             headers={"Content-Type": protocol.CONTENT_TYPE})
         assert reply.status_code == 200
-        np.testing.assert_allclose(decoded(reply)["action"], runtime.act(image, runtime.encode_goal(image))[0],
+        np.testing.assert_allclose(decoded(reply)["action"], img_runtime.act(image, img_runtime.encode_goal(image))[0],
                                    rtol=1e-5, atol=1e-6)
 
 
@@ -69,19 +75,13 @@ def test_a_failed_load_is_reported_not_retryable():
         assert reply.status_code == 503 and "checkpoint vanished" in reply.json()["error"]["message"]
 
 
-def test_several_policies_need_a_name(image_ckpt):
-    from server.runtime import PolicyRuntime
-
-    runtime = PolicyRuntime.load(image_ckpt, buckets=(1,), name="a")
+def test_several_policies_need_a_name(image_ckpt, img_runtime):
     settings = ServeSettings(policy=(f"a={image_ckpt}", f"b={image_ckpt}"), compilation_cache="")
     release = threading.Event()
     release.set()
-    app = create_app(settings, blocking_loader(release, {"a": runtime, "b": runtime}))
+    app = create_app(settings, blocking_loader(release, {"a": img_runtime, "b": img_runtime}))
     with TestClient(app) as client:
-        for _ in range(100):
-            if client.get("/readyz").status_code == 200:
-                break
-            threading.Event().wait(0.02)
+        wait_ready(client)
         image = np.zeros((32, 32, 3), np.uint8)
         reply = client.post("/v1/goals", content=protocol.packb({"image": image}),
                             headers={"Content-Type": protocol.CONTENT_TYPE})
@@ -110,14 +110,11 @@ def request_counts(client: TestClient, endpoint: str) -> dict[str, float]:
             for line in client.get("/metrics").text.splitlines() if line.startswith(prefix)}
 
 
-def test_every_answer_of_the_goal_and_act_routes_is_counted_by_status(image_ckpt):
-    from server.runtime import PolicyRuntime
-
+def test_every_answer_of_the_goal_and_act_routes_is_counted_by_status(image_ckpt, img_runtime):
     release = threading.Event()
     release.set()
-    runtime = PolicyRuntime.load(image_ckpt, buckets=(1,), name="img")
     app = create_app(ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache=""),
-                     blocking_loader(release, {"img": runtime}))
+                     blocking_loader(release, {"img": img_runtime}))
     msgpack = {"Content-Type": protocol.CONTENT_TYPE}
     image = np.zeros((32, 32, 3), np.uint8)
     with TestClient(app) as client:
@@ -141,14 +138,11 @@ def keeper_acts(client: TestClient) -> float:
                if line.startswith("mqe_keep_warm_acts_total"))
 
 
-def test_the_keeper_acts_between_requests_and_answers_nobody(image_ckpt):
-    from server.runtime import PolicyRuntime
-
+def test_the_keeper_acts_between_requests_and_answers_nobody(image_ckpt, img_runtime):
     release = threading.Event()
     release.set()
-    runtime = PolicyRuntime.load(image_ckpt, buckets=(1,), name="img")
     app = create_app(ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache="", keep_warm_ms=2,
-                                   keep_warm_for_s=0.4), blocking_loader(release, {"img": runtime}))
+                                   keep_warm_for_s=0.4), blocking_loader(release, {"img": img_runtime}))
     msgpack = {"Content-Type": protocol.CONTENT_TYPE}
     image = np.random.default_rng(0).integers(0, 256, (32, 32, 3), dtype=np.uint8)
     with TestClient(app) as client:
