@@ -115,7 +115,7 @@ class ServeSettings:
     def encoders_on(self, platform: str) -> str:
         """How image MQE policies on a device of `platform` ('cpu', 'gpu', ...) run their two encoders
         (`PolicyRuntime.load`'s `encoders`). auto takes the twin (one ResNet twice as wide; others stack)
-        off the CPU: on H200s it was as fast as the stacked act or faster in every run, served 0.78x with
+        off the CPU: on H200s it was as fast as the stacked act or faster in every run, served 0.79x with
         XLA's convolutions and 0.96x with matmuls (3.97 against 4.13 ms), in-process at 5 Hz 0.85x and 0.89x,
         at batch 32 0.85-1.02x (docs/benchmarks.md, "Convolutions as matmuls"); stacked encoders were 0.90x
         the separate act on an H100. On the CPU XLA's grouped convolutions make stacking slow (1.41x):
@@ -126,7 +126,7 @@ class ServeSettings:
 
     def conv_on(self, platform: str) -> ConvLowering:
         """How image policies on a device of `platform` compute their convolutions (`PolicyRuntime.load`'s
-        `conv`). auto takes matmuls on GPUs: on an H200 one robot's served round trip was 0.72x XLA's
+        `conv`). auto takes matmuls on GPUs: on an H200 one robot's served round trip was 0.71x XLA's
         convolutions (twin encoders, 3.97 against 5.41-5.81 ms) and 0.58x (stacked), the batch-32 act at
         5 Hz 0.93x, back to back 1.06x-1.25x; XLA's op elsewhere, as on the CPU the two were mixed
         (docs/benchmarks.md, "Convolutions as matmuls")."""
