@@ -58,6 +58,7 @@ class Args:
     stack_encoders: StackEncoders = "auto"  # mqe-serve's --stack-encoders; the bare act uses the same
     conv: Conv = "auto"  # mqe-serve's --conv; the bare act uses the same
     keep_warm_ms: float = 0.0  # mqe-serve's --keep-warm-ms (the keeper reruns the last act between requests; 0: off)
+    keep_warm_ahead_ms: float = 0.0  # mqe-serve's --keep-warm-ahead-ms (one keeper act before each due request; 0: off)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -190,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     cmd = [sys.executable, "-m", "server", "--policy", f"bench={checkpoint}", "--port", str(port),
            "--compilation-cache", str(args.compilation_cache.expanduser()), "--log-level", "warning",
            "--batch-buckets", *map(str, args.buckets), "--stack-encoders", args.stack_encoders,
-           "--conv", args.conv, "--keep-warm-ms", f"{args.keep_warm_ms:g}"]
+           "--conv", args.conv, "--keep-warm-ms", f"{args.keep_warm_ms:g}",
+           "--keep-warm-ahead-ms", f"{args.keep_warm_ahead_ms:g}"]
     started = time.perf_counter()
     server = subprocess.Popen(cmd, env=env, cwd=REPO)
     url = f"http://127.0.0.1:{port}"
@@ -207,8 +209,9 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.05)
         ready_s = time.perf_counter() - started
         samples, errors, drivers = drive(url, size, args)
-        batch_line = [x for x in httpx.get(url + "/metrics").text.splitlines()
-                      if x.startswith("mqe_batch_size_sum") or x.startswith("mqe_batch_size_count")]
+        metrics = httpx.get(url + "/metrics").text.splitlines()
+        batch_line = [x for x in metrics if x.startswith("mqe_batch_size_sum") or x.startswith("mqe_batch_size_count")]
+        keeper_acts = sum(float(x.split()[-1]) for x in metrics if x.startswith("mqe_keep_warm_acts_total"))
     finally:
         server.terminate()
         server.wait(15)
@@ -221,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"checkpoint {checkpoint} ({args.preset if args.checkpoint is None else 'given'}), "
           f"{args.robots} robot(s) at {args.hz} Hz for {args.seconds:.0f} s over {drivers} driver "
           f"process(es), image {size}x{size}, --stack-encoders {args.stack_encoders} (encoders {encoders}), "
-          f"--conv {args.conv} (convolutions {conv}), --keep-warm-ms {args.keep_warm_ms:g}")
+          f"--conv {args.conv} (convolutions {conv}), --keep-warm-ms {args.keep_warm_ms:g}, --keep-warm-ahead-ms {args.keep_warm_ahead_ms:g}")
     print(f"cold start to ready: {ready_s:.1f} s (compilation cache {args.compilation_cache})")
     print(f"requests: {len(rtt)} ok, {len(errors)} errors" + (f" (first: {errors[0]})" if errors else ""))
     print(f"round trip ms: p50 {percentile(rtt, 50):.2f}  p90 {percentile(rtt, 90):.2f}  "
@@ -230,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         values = [s[i] for s in samples]
         print(f"server {name} ms: p50 {percentile(values, 50):.2f}  p99 {percentile(values, 99):.2f}")
     print(f"mean batch size: {mean_batch:.2f}")
+    print(f"keeper acts: {keeper_acts:.0f}")
     print(f"bare PolicyRuntime.act (batch 1, in-process): {bare_ms:.2f} ms (load+warm {load_s:.1f} s)")
     print(f"ratio p50 round trip / bare act: {percentile(rtt, 50) / bare_ms:.3f}")
     return 0 if not errors else 1

@@ -51,6 +51,7 @@ class ServeSettings:
     max_wait_ms: float = 2.0  # longest a request waits for others to fill its micro-batch
     keep_warm_ms: float = 0.0  # while waiting for the next request, rerun the last act every this many ms (0: off); costs device time
     keep_warm_for_s: float = 5.0  # the keeper stops this many seconds after the last request
+    keep_warm_ahead_ms: float = 0.0  # for a robot with steady requests, run one keeper act to end this many ms before its next one is due (0: off)
     goal_cache_size: int = 4096  # goals kept (least recently used evicted first)
     compilation_cache: str = "~/.cache/mqe-deploy/jax"  # persistent JAX compilation cache; "" disables
     episode_idle_s: float = 30.0  # an episode without requests for this long is logged as ended
@@ -74,6 +75,10 @@ class ServeSettings:
             problems.append(f"--keep-warm-ms {self.keep_warm_ms:g}: use 0 (off) or a period of at least 1 ms")
         if not 0 < self.keep_warm_for_s < math.inf:
             problems.append(f"--keep-warm-for-s {self.keep_warm_for_s:g} must be a positive number of seconds")
+        if not 0 <= self.keep_warm_ahead_ms < math.inf:
+            problems.append(f"--keep-warm-ahead-ms {self.keep_warm_ahead_ms:g} must be 0 (off) or a positive number of ms")
+        elif self.keep_warm_ahead_ms > 0 and self.keep_warm_ms > 0:
+            problems.append("--keep-warm-ms and --keep-warm-ahead-ms are two keepers: choose one")
         if self.goal_cache_size < 1:
             problems.append("--goal-cache-size must be >= 1")
         if self.log_level.lower() not in ("debug", "info", "warning", "error"):

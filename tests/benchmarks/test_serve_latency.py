@@ -18,7 +18,7 @@ def test_one_robot_through_a_real_server_reports_every_figure_with_the_served_en
             "--stack-encoders", "on", "--conv", "matmul"]
     assert serve_latency.main(args) == 0
     out = capsys.readouterr().out
-    assert "--stack-encoders on (encoders stacked), --conv matmul (convolutions matmul), --keep-warm-ms 0" in out  # the bare act ran as the server did
+    assert "--stack-encoders on (encoders stacked), --conv matmul (convolutions matmul), --keep-warm-ms 0, --keep-warm-ahead-ms 0" in out  # the bare act ran as the server did
     ok, errors = map(int, re.search(r"requests: (\d+) ok, (\d+) errors", out).groups())
     # 1.5 s at 10 Hz: never more than the pace allows, and fewer only if the driver process starts late
     assert errors == 0 and 5 <= ok <= 16
@@ -28,6 +28,7 @@ def test_one_robot_through_a_real_server_reports_every_figure_with_the_served_en
     infer = float(re.search(r"server infer ms: p50 ([\d.]+)", out).group(1))
     total = float(re.search(r"server server total ms: p50 ([\d.]+)", out).group(1))
     assert 0 < infer <= total < p50  # the round trip holds the server's time, which holds the model's
+    assert "keeper acts: 0\n" in out  # no keeper unless asked
     assert float(re.search(r"mean batch size: ([\d.]+)", out).group(1)) == 1.0  # one robot: never batched
     bare = float(re.search(r"bare PolicyRuntime.act \(batch 1, in-process\): ([\d.]+) ms", out).group(1))
     ratio = float(re.search(r"ratio p50 round trip / bare act: ([\d.]+)", out).group(1))
