@@ -50,7 +50,7 @@ class ServeSettings:
     batch_buckets: tuple[int, ...] = DEFAULT_BUCKETS  # batch sizes compiled at load; requests pad up
     max_wait_ms: float = 2.0  # longest a request waits for others to fill its micro-batch
     keep_warm_ms: float = 0.0  # while waiting for the next request, rerun the last act every this many ms (0: off); costs device time
-    keep_warm_for_s: float = 5.0  # the keeper stops this many seconds after the last request
+    keep_warm_for_s: float = 5.0  # the periodic keeper (--keep-warm-ms) stops this many seconds after the last request
     keep_warm_ahead_ms: float = 0.0  # for a robot with steady requests, run one keeper act to end this many ms before its next one is due (0: off)
     goal_cache_size: int = 4096  # goals kept (least recently used evicted first)
     compilation_cache: str = "~/.cache/mqe-deploy/jax"  # persistent JAX compilation cache; "" disables
