@@ -33,7 +33,7 @@ import numpy as np
 import tyro
 
 from server.demo import free_port
-from server.settings import Conv, ServeSettings, StackEncoders
+from server.settings import Conv, ServeSettings, SettingsError, StackEncoders
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -58,7 +58,7 @@ class Args:
     stack_encoders: StackEncoders = "auto"  # mqe-serve's --stack-encoders; the bare act uses the same
     conv: Conv = "auto"  # mqe-serve's --conv; the bare act uses the same
     keep_warm_ms: float = 0.0  # mqe-serve's --keep-warm-ms (the keeper reruns the last act between requests; 0: off)
-    keep_warm_ahead_ms: float = 0.0  # mqe-serve's --keep-warm-ahead-ms (one keeper act before each due request; 0: off)
+    cuda_graph_min_size: int = 1  # mqe-serve's --cuda-graph-min-size; the bare act uses the same
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -171,6 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     # This process writes the random checkpoint and times the bare act; it must not take the GPU
     # memory that JAX preallocates by default away from the server it starts.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    try:  # before this process's first JAX backend starts, as mqe-serve does
+        os.environ["XLA_FLAGS"] = ServeSettings(cuda_graph_min_size=args.cuda_graph_min_size).xla_flags(
+            os.environ.get("XLA_FLAGS", ""))
+    except SettingsError as e:
+        print(f"serve_latency: error: {e}", file=sys.stderr)
+        return 2
     checkpoint = args.checkpoint
     if checkpoint is None:
         from server.random_checkpoint import write_random_checkpoint
@@ -192,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
            "--compilation-cache", str(args.compilation_cache.expanduser()), "--log-level", "warning",
            "--batch-buckets", *map(str, args.buckets), "--stack-encoders", args.stack_encoders,
            "--conv", args.conv, "--keep-warm-ms", f"{args.keep_warm_ms:g}",
-           "--keep-warm-ahead-ms", f"{args.keep_warm_ahead_ms:g}"]
+           "--cuda-graph-min-size", str(args.cuda_graph_min_size)]
     started = time.perf_counter()
     server = subprocess.Popen(cmd, env=env, cwd=REPO)
     url = f"http://127.0.0.1:{port}"
@@ -224,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"checkpoint {checkpoint} ({args.preset if args.checkpoint is None else 'given'}), "
           f"{args.robots} robot(s) at {args.hz} Hz for {args.seconds:.0f} s over {drivers} driver "
           f"process(es), image {size}x{size}, --stack-encoders {args.stack_encoders} (encoders {encoders}), "
-          f"--conv {args.conv} (convolutions {conv}), --keep-warm-ms {args.keep_warm_ms:g}, --keep-warm-ahead-ms {args.keep_warm_ahead_ms:g}")
+          f"--conv {args.conv} (convolutions {conv}), --keep-warm-ms {args.keep_warm_ms:g}, --cuda-graph-min-size {args.cuda_graph_min_size} "
+          f"(XLA_FLAGS {os.environ.get('XLA_FLAGS') or 'unset'})")
     print(f"cold start to ready: {ready_s:.1f} s (compilation cache {args.compilation_cache})")
     print(f"requests: {len(rtt)} ok, {len(errors)} errors" + (f" (first: {errors[0]})" if errors else ""))
     print(f"round trip ms: p50 {percentile(rtt, 50):.2f}  p90 {percentile(rtt, 90):.2f}  "

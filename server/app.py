@@ -91,8 +91,7 @@ class ServerState:
                     by_device[device] = MicroBatcher(device, self.settings.max_wait_ms,
                                                      max(self.settings.batch_buckets), self.pending,
                                                      self.metrics.observe_batch, self.settings.keep_warm_ms,
-                                                     self.settings.keep_warm_for_s, self.metrics.observe_keep_warm,
-                                                     self.settings.keep_warm_ahead_ms)
+                                                     self.settings.keep_warm_for_s, self.metrics.observe_keep_warm)
                 self.batchers[name] = by_device[device]
                 self.metrics.warmup_seconds.labels(name).set(getattr(runtime, "warmup_s", 0.0))
             self.runtimes = runtimes

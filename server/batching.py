@@ -9,23 +9,18 @@ precompiled batch per policy.
 
 A keeper reruns the last request's act while the worker waits and throws the answer away: a lone
 robot's act after ~10 ms of idleness is 1.5-2x slower than back to back (the host's caches go cold,
-docs/benchmarks.md, issue 6). With `keep_warm_ms` it runs every `keep_warm_ms`, for at most
-`keep_warm_for_s` after the last request (on an H200 the act repeated every 5 ms made the next one
-0.74-0.81x). With `keep_warm_ahead_ms` it runs once per request of a robot whose requests come at a
-steady pace, timed from the last intervals to end `keep_warm_ahead_ms` before the next one is due, so
-the request finds the act warm and the device free. A request that arrives during a keeper's act waits
-for it to finish.
+docs/benchmarks.md, issue 6). It runs every `keep_warm_ms`, for at most `keep_warm_for_s` after the
+last request: on an H200 one robot's served round trip at 5 Hz was 0.81-0.86x with it every 5 ms. (A
+keeper run once per request, timed to end just before a steady robot's next request was due, measured
+slower there and was removed.) A request that arrives during a keeper's act waits for it to finish.
 """
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import dataclasses
-import itertools
 import logging
 import queue
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -34,11 +29,6 @@ from typing import Any
 import numpy as np
 
 logger = logging.getLogger(__name__)
-
-
-ARRIVALS_KEPT = 5  # the anticipating keeper predicts from the last four intervals between requests
-MIN_ANTICIPATED_PERIOD_S = 0.02  # requests closer than this keep the worker warm by themselves
-STEADY_JITTER = 0.2  # intervals may differ by this fraction of their median and still count as steady
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +91,7 @@ class MicroBatcher:
                  pending: PendingCounter | None = None,
                  on_batch: Callable[[str, int, float], None] | None = None,
                  keep_warm_ms: float = 0.0, keep_warm_for_s: float = 5.0,
-                 on_keep_warm: Callable[[str], None] | None = None, keep_warm_ahead_ms: float = 0.0):
+                 on_keep_warm: Callable[[str], None] | None = None):
         self.name = name  # device name, for logs and metrics
         self.max_wait_s = max_wait_ms / 1000.0
         self.max_batch = max_batch
@@ -110,10 +100,7 @@ class MicroBatcher:
         self.keep_warm_s = keep_warm_ms / 1000.0  # 0: no keeper
         self.keep_warm_for_s = keep_warm_for_s
         self._on_keep_warm = on_keep_warm  # metrics hook: (device name), once per keeper act
-        self.keep_warm_ahead_s = keep_warm_ahead_ms / 1000.0  # 0: no anticipating keeper
         self._recent: _Recent | None = None  # touched by the worker thread only
-        self._arrivals: collections.deque[float] = collections.deque(maxlen=ARRIVALS_KEPT)  # submit times of batches' first jobs
-        self._keeper_s = 0.0  # how long the last keeper act took
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=f"batcher-{name}", daemon=True)
         self._thread.start()
@@ -151,30 +138,8 @@ class MicroBatcher:
             jobs.append(job)
         return jobs, False
 
-    def _due(self) -> float | None:
-        """When a lone robot's next request is due (perf_counter time), if its requests come at a steady
-        pace slow enough for a keeper act to fit between them; else None."""
-        if len(self._arrivals) < ARRIVALS_KEPT:
-            return None
-        intervals = [b - a for a, b in itertools.pairwise(self._arrivals)]
-        period = statistics.median(intervals)
-        if period < MIN_ANTICIPATED_PERIOD_S or max(intervals) - min(intervals) > STEADY_JITTER * period:
-            return None
-        # From the last arrival: a late one predicts late, and the early request then skips the keeper
-        # rather than waiting behind it (a median over every arrival's prediction measured no faster).
-        return self._arrivals[-1] + period
-
     def _next(self) -> _Job | None:
-        """The next queued item; while it has not come, the keeper's acts: one timed to end
-        `keep_warm_ahead_ms` before a steady robot's next request is due, or one every `keep_warm_ms`."""
-        due = self._due() if self._recent is not None and self.keep_warm_ahead_s > 0 else None
-        if due is not None:
-            start = due - self.keep_warm_ahead_s - self._keeper_s
-            try:
-                return self._queue.get(timeout=max(0.0, start - time.perf_counter()))
-            except queue.Empty:
-                if time.perf_counter() < due:
-                    self._keep_warm()
+        """The next queued item; while it has not come, a keeper act every `keep_warm_ms`."""
         while self._recent is not None and self.keep_warm_s > 0:
             if time.perf_counter() - self._recent.answered > self.keep_warm_for_s:
                 self._recent = None
@@ -186,14 +151,13 @@ class MicroBatcher:
         return self._queue.get()
 
     def _keep_warm(self) -> None:
-        recent, begun = self._recent, time.perf_counter()
+        recent = self._recent
         try:
             recent.runtime.act_batch(recent.observation[None], recent.goal[None])
         except Exception:  # the next real request will meet the fault and report it
             logger.exception("keep-warm act on %s failed; the keeper stops until the next request", self.name)
             self._recent = None
             return
-        self._keeper_s = time.perf_counter() - begun
         if self._on_keep_warm is not None:
             self._on_keep_warm(self.name)
 
@@ -203,7 +167,6 @@ class MicroBatcher:
             first = self._next()
             if first is None:
                 break
-            self._arrivals.append(first.submitted)
             jobs, stop = self._gather(first)
             by_runtime: dict[int, list[_Job]] = {}
             for job in jobs:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import sys
 
 from server.settings import ServeSettings, SettingsError, parse
@@ -20,7 +21,10 @@ logger = logging.getLogger(__name__)
 
 
 def configure_jax(settings: ServeSettings) -> None:
-    """Persistent compilation cache (restarts load compiled code instead of compiling again)."""
+    """XLA's flags (before any backend starts) and the persistent compilation cache (restarts load
+    compiled code instead of compiling again)."""
+    os.environ["XLA_FLAGS"] = settings.xla_flags(os.environ.get("XLA_FLAGS", ""))
+    logger.info("XLA_FLAGS: %s", os.environ["XLA_FLAGS"] or "(none)")
     import jax
 
     cache = settings.compilation_cache_dir
@@ -75,12 +79,12 @@ def main(argv: list[str] | None = None) -> int:
 
         logger.info("no --policy given: serving the bundled demo policy as '%s' (%s)", DEMO_POLICY_NAME,
                     settings.policies[DEMO_POLICY_NAME])
+    configure_jax(settings)
     try:
         check_checkpoints(settings)
     except SettingsError as e:
         print(f"mqe-serve: error: {e}", file=sys.stderr)
         return 2
-    configure_jax(settings)
 
     import uvicorn
 

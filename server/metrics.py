@@ -34,7 +34,7 @@ class ServerMetrics:
         self.goal_cache_entries = Gauge("mqe_goal_cache_entries", "Goals in the cache", registry=r)
         self.goals_uploaded = Counter("mqe_goals_uploaded", "Goals uploaded", ["policy"], registry=r)
         self.keep_warm_acts = Counter("mqe_keep_warm_acts", "Acts a keeper ran between requests "
-                                      "(--keep-warm-ms or --keep-warm-ahead-ms), by device", ["device"], registry=r)
+                                      "(--keep-warm-ms), by device", ["device"], registry=r)
         self.ready = Gauge("mqe_ready", "1 once every policy is loaded and warmed", registry=r)
         self.warmup_seconds = Gauge("mqe_warmup_seconds", "Compile + warm-up time per policy",
                                     ["policy"], registry=r)

@@ -29,6 +29,7 @@ STACK_ENCODERS = typing.get_args(StackEncoders)
 ConvLowering = Literal["xla", "matmul"]  # how a runtime computes convolutions; mqe_model.networks.encoders.CONV_LOWERINGS
 Conv = Literal["auto", "xla", "matmul"]  # --conv (also serve_latency's): a lowering, or auto to pick one per device
 CONVS = typing.get_args(Conv)
+GRAPH_MIN_SIZE_FLAG = "--xla_gpu_graph_min_graph_size"  # XLA_FLAGS' name for --cuda-graph-min-size
 
 
 class SettingsError(ValueError):
@@ -51,13 +52,13 @@ class ServeSettings:
     max_wait_ms: float = 2.0  # longest a request waits for others to fill its micro-batch
     keep_warm_ms: float = 0.0  # while waiting for the next request, rerun the last act every this many ms (0: off); costs device time
     keep_warm_for_s: float = 5.0  # the periodic keeper (--keep-warm-ms) stops this many seconds after the last request
-    keep_warm_ahead_ms: float = 0.0  # for a robot with steady requests, run one keeper act to end this many ms before its next one is due (0: off)
     goal_cache_size: int = 4096  # goals kept (least recently used evicted first)
     compilation_cache: str = "~/.cache/mqe-deploy/jax"  # persistent JAX compilation cache; "" disables
     episode_idle_s: float = 30.0  # an episode without requests for this long is logged as ended
     log_level: str = "info"  # debug logs one line per request; info one per episode
     stack_encoders: StackEncoders = "auto"  # image MQE: actor and critic encoders as one network (on: vmapped; twin: one ResNet twice as wide); auto: twin, except on CPUs (separate)
     conv: Conv = "auto"  # image policies' convolutions: xla (XLA's op, cuDNN on GPUs), matmul (strided slices and one matmul each, which CUDA graphs hold whole), auto: matmul on GPUs only; the same actions to rounding
+    cuda_graph_min_size: int = 1  # GPUs: the fewest kernels XLA puts in one CUDA graph (its XLA_FLAGS --xla_gpu_graph_min_graph_size); 0 leaves XLA's default (5); a size in XLA_FLAGS wins
 
     def __post_init__(self) -> None:
         problems = []
@@ -75,10 +76,6 @@ class ServeSettings:
             problems.append(f"--keep-warm-ms {self.keep_warm_ms:g}: use 0 (off) or a period of at least 1 ms")
         if not 0 < self.keep_warm_for_s < math.inf:
             problems.append(f"--keep-warm-for-s {self.keep_warm_for_s:g} must be a positive number of seconds")
-        if not 0 <= self.keep_warm_ahead_ms < math.inf:
-            problems.append(f"--keep-warm-ahead-ms {self.keep_warm_ahead_ms:g} must be 0 (off) or a positive number of ms")
-        elif self.keep_warm_ahead_ms > 0 and self.keep_warm_ms > 0:
-            problems.append("--keep-warm-ms and --keep-warm-ahead-ms are two keepers: choose one")
         if self.goal_cache_size < 1:
             problems.append("--goal-cache-size must be >= 1")
         if self.log_level.lower() not in ("debug", "info", "warning", "error"):
@@ -86,6 +83,9 @@ class ServeSettings:
         if self.stack_encoders not in STACK_ENCODERS:
             problems.append(f"--stack-encoders {self.stack_encoders!r}: choose {', '.join(STACK_ENCODERS[:-1])} "
                             f"or {STACK_ENCODERS[-1]}")
+        if self.cuda_graph_min_size < 0:
+            problems.append(f"--cuda-graph-min-size {self.cuda_graph_min_size}: use 0 (XLA's default) or a "
+                            "number of kernels (1: every run of kernels a graph)")
         if self.conv not in CONVS:
             problems.append(f"--conv {self.conv!r}: choose {', '.join(CONVS[:-1])} or {CONVS[-1]}")
         if self.token is not None and len(self.token) < 8:
@@ -133,11 +133,23 @@ class ServeSettings:
         """How image policies on a device of `platform` compute their convolutions (`PolicyRuntime.load`'s
         `conv`). auto takes matmuls on GPUs: on an H200 one robot's served round trip was 0.71x XLA's
         convolutions (twin encoders, 3.97 against 5.41-5.81 ms) and 0.58x (stacked), the batch-32 act at
-        5 Hz 0.93x, back to back 1.06x-1.25x; XLA's op elsewhere, as on the CPU the two were mixed
+        5 Hz 0.93x, back to back 1.06x-1.25x, and 100 robots at 5 Hz (batches of ~2) p99 11.4 against 34.7
+        ms (old stacked act); XLA's op elsewhere, as on the CPU the two were mixed
         (docs/benchmarks.md, "Convolutions as matmuls")."""
         if self.conv == "auto":
             return "matmul" if platform == "gpu" else "xla"
         return self.conv
+
+    def xla_flags(self, current: str) -> str:
+        """The XLA_FLAGS the server runs with: `current` (the environment's) and `cuda_graph_min_size`,
+        unless `current` sets that size itself. XLA's default (5) leaves runs of fewer kernels outside CUDA
+        graphs, each kernel its own launch; at 1 on an H200 the twin matmul act at 5 Hz was 0.84x in-process,
+        one robot's served round trip 0.93x (3.92 against 4.22 ms), 100 robots' p50 4.36 against 5.79 ms and
+        p99 7.72 against 11.39 (docs/benchmarks.md, "CUDA graphs of any size"). The CPU ignores it. XLA reads
+        the flags when its first backend starts: set them in the environment before that."""
+        if self.cuda_graph_min_size == 0 or GRAPH_MIN_SIZE_FLAG in current:
+            return current
+        return f"{current} {GRAPH_MIN_SIZE_FLAG}={self.cuda_graph_min_size}".strip()
 
     @property
     def compilation_cache_dir(self) -> Path | None:

@@ -167,10 +167,10 @@ def test_the_keeper_acts_between_requests_and_answers_nobody(image_ckpt, img_run
 def test_the_settings_reach_each_devices_worker(image_ckpt, img_runtime):
     release = threading.Event()
     release.set()
-    settings = ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache="", keep_warm_ahead_ms=1.5,
+    settings = ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache="", keep_warm_ms=1.5,
                              max_wait_ms=3)
     app = create_app(settings, blocking_loader(release, {"img": img_runtime}))
     with TestClient(app) as client:
         wait_ready(client)
         batcher = app.state.server.batchers["img"]
-        assert (batcher.keep_warm_ahead_s, batcher.keep_warm_s, batcher.max_wait_s) == (0.0015, 0.0, 0.003)
+        assert (batcher.keep_warm_s, batcher.keep_warm_for_s, batcher.max_wait_s) == (0.0015, 5.0, 0.003)

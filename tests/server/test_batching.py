@@ -21,13 +21,11 @@ class FakeRuntime:
     def __init__(self, delay: float = 0.0):
         self.calls: list[int] = []
         self.inputs: list[tuple[np.ndarray, np.ndarray]] = []
-        self.started: list[float] = []
         self.delay = delay
         self.fail = False
 
     def act_batch(self, observations, goals):
         self.calls.append(len(observations))
-        self.started.append(time.perf_counter())
         self.inputs.append((observations.copy(), goals.copy()))
         time.sleep(self.delay)
         if self.fail:
@@ -133,54 +131,6 @@ def test_no_keeper_without_keep_warm_ms_and_a_failing_keeper_stops_quietly():
             batcher.submit(failing, np.zeros(2), np.zeros(2)).result(5)
         failing.fail = False
         assert batcher.submit(failing, np.ones(2), np.ones(2)).result(5).action.tolist() == [2.0, 2.0]
-    finally:
-        batcher.close()
-
-
-def steady_requests(batcher, runtime, count: int, period_s: float) -> list[float]:
-    """`count` requests `period_s` apart, each answered before the next; their submit times."""
-    times = []
-    for i in range(count):
-        if times:
-            time.sleep(max(0.0, times[-1] + period_s - time.perf_counter()))
-        times.append(time.perf_counter())
-        batcher.submit(runtime, np.full(2, float(i)), np.zeros(2)).result(5)
-    return times
-
-
-def test_the_ahead_keeper_acts_once_just_before_a_steady_robots_next_request():
-    kept: list[str] = []
-    batcher = MicroBatcher("dev", keep_warm_ahead_ms=40, on_keep_warm=kept.append)
-    runtime = FakeRuntime(delay=0.01)
-    try:
-        times = steady_requests(batcher, runtime, 5, 0.2)  # 4 steady intervals: the next is due 0.2 s on
-        time.sleep(0.3)  # no 6th request: one keeper act at most, then the worker waits
-    finally:
-        batcher.close()
-    requests = len(times)
-    assert kept == ["dev"] and len(runtime.calls) == requests + 1
-    keeper_start, due = runtime.started[-1], times[-1] + 0.2
-    # timed to end 40 ms before the due time, its own length learnt (10 ms) from the first; this one is
-    # the first, so it starts ~40 ms early; a loaded machine wakes late, never early
-    assert due - 0.05 <= keeper_start < due
-    np.testing.assert_array_equal(runtime.inputs[-1][0], [[4.0, 4.0]])  # the last request's frame
-
-
-def test_the_ahead_keeper_waits_for_a_steady_pace():
-    batcher = MicroBatcher("dev", keep_warm_ahead_ms=5)
-    runtime = FakeRuntime()
-    try:
-        times = steady_requests(batcher, runtime, 4, 0.05)  # 3 intervals: not yet a pace
-        time.sleep(0.15)
-        assert len(runtime.calls) == len(times)
-        for period in (0.03, 0.09, 0.03, 0.09, 0.03):  # irregular: no pace
-            time.sleep(period)
-            batcher.submit(runtime, np.zeros(2), np.zeros(2)).result(5)
-        time.sleep(0.15)
-        assert len(runtime.calls) == len(times) + 5
-        steady_requests(batcher, runtime, 5, 0.005)  # faster than a keeper act should fit between
-        time.sleep(0.05)
-        assert len(runtime.calls) == len(times) + 10
     finally:
         batcher.close()
 

@@ -20,4 +20,7 @@ def test_no_policy_serves_the_bundled_demo():
     assert policy["image"] == {"height": 64, "width": 64, "resize": "area"} and policy["action_dim"] == 7
     assert policy["fingerprint"] == load_policy(step_dir).fingerprint
     assert sum("serving the bundled demo policy as 'demo'" in line for line in log.splitlines()) == 1
+    # the flags are set before the backend starts; the CPU ignores this one, and the test's own stay
+    (flags,) = [line.split("XLA_FLAGS: ")[1] for line in log.splitlines() if "XLA_FLAGS: " in line]
+    assert flags.split() == ["--xla_backend_optimization_level=0", "--xla_gpu_graph_min_graph_size=1"]
 

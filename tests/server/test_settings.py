@@ -37,8 +37,7 @@ def test_env_never_names_checkpoints():
     ({"keep_warm_ms": float("nan")}, "--keep-warm-ms nan"),
     ({"keep_warm_for_s": 0}, "--keep-warm-for-s 0 must be a positive number of seconds"),
     ({"keep_warm_for_s": float("inf")}, "--keep-warm-for-s inf"),
-    ({"keep_warm_ahead_ms": -1}, "--keep-warm-ahead-ms -1 must be 0 .off. or a positive number of ms"),
-    ({"keep_warm_ms": 5, "keep_warm_ahead_ms": 1}, "two keepers: choose one"),
+    ({"cuda_graph_min_size": -1}, "--cuda-graph-min-size -1: use 0 .XLA's default. or a number of kernels"),
 ])
 def test_bad_combinations_are_rejected(kwargs, match):
     with pytest.raises(SettingsError, match=match):
@@ -68,8 +67,17 @@ def test_the_keeper_is_off_unless_told():
     told = parse(["--keep-warm-ms", "5", "--keep-warm-for-s", "2.5"], {})
     assert (told.keep_warm_ms, told.keep_warm_for_s) == (5, 2.5)
     assert parse([], {"MQE_SERVE_KEEP_WARM_MS": "2"}).keep_warm_ms == 2
-    assert ServeSettings().keep_warm_ahead_ms == 0
-    assert parse(["--keep-warm-ahead-ms", "0.5"], {}).keep_warm_ahead_ms == 0.5
+
+
+def test_cuda_graphs_take_runs_of_any_size_unless_the_environment_or_the_command_line_says_otherwise():
+    assert ServeSettings().cuda_graph_min_size == 1
+    assert ServeSettings().xla_flags("") == "--xla_gpu_graph_min_graph_size=1"
+    assert ServeSettings().xla_flags("--xla_dump_to=/tmp/d") == "--xla_dump_to=/tmp/d --xla_gpu_graph_min_graph_size=1"
+    mine = "--xla_gpu_graph_min_graph_size=7 --xla_dump_to=/tmp/d"
+    assert ServeSettings().xla_flags(mine) == mine  # a size the operator put in XLA_FLAGS wins
+    assert ServeSettings(cuda_graph_min_size=0).xla_flags("--xla_dump_to=/tmp/d") == "--xla_dump_to=/tmp/d"
+    assert parse(["--cuda-graph-min-size", "3"], {}).xla_flags("") == "--xla_gpu_graph_min_graph_size=3"
+    assert parse([], {"MQE_SERVE_CUDA_GRAPH_MIN_SIZE": "0"}).cuda_graph_min_size == 0
 
 
 def test_non_loopback_is_allowed_with_a_token_or_insecure():
