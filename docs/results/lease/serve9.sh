@@ -4,21 +4,23 @@
 # against none (the in-process act was 0.69-1.08x at 2 ms, bench-2026-12-01g), then where XLA still cuts
 # the twin matmul act into separate launches: its optimised HLO, dumped with XLA's default graph size and
 # with graphs of any size, each command buffer and the instructions left outside one counted.
+# KEEPERS and SIZES override the two lists (KEEPERS= SIZES="1 5": the dumps alone, ~3 minutes).
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl .whl3/*.whl
 export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1
 date +%T
-for keeper in 0 5 2 1; do
+for keeper in ${KEEPERS-0 5 2 1}; do
   echo "== 1 robot, --keep-warm-ms $keeper $(date +%T)"
   timeout 150 python3 -m benchmarks.serve_latency --preset bridge --robots 1 --seconds 10 --keep-warm-ms $keeper 2>&1 \
     | grep --line-buffered -v -i warning
 done | tee $OUT/serve_latency-keepers.txt
-for size in 5 1; do
+for size in ${SIZES-5 1}; do
   dump=/tmp/dump-$size
   XLA_FLAGS="--xla_gpu_graph_min_graph_size=$size --xla_dump_to=$dump --xla_dump_hlo_module_re=jit_act --xla_dump_hlo_as_text" \
     timeout 150 python3 -m benchmarks.act_latency --preset bridge --runs 20 --paced-runs 3 --profile-calls 0 \
     --encoders twin --convs matmul 2>&1 | grep -v -i warning | tail -3
-  mkdir -p $OUT/hlo-$size && cp $dump/*jit_act*after_optimizations.txt $OUT/hlo-$size/ 2>/dev/null
+  date +%T
+  mkdir -p $OUT/hlo-$size && ls $dump > $OUT/hlo-$size/listing.txt && cp $dump/*jit_act*after_optimizations.txt $OUT/hlo-$size/ 2>/dev/null
   python3 docs/results/lease/command_buffers.py $OUT/hlo-$size/*after_optimizations.txt | tee $OUT/command-buffers-$size.txt
-  gzip -q $OUT/hlo-$size/*.txt
+  gzip -q $OUT/hlo-$size/*after_optimizations.txt
 done
 date +%T
