@@ -1,42 +1,50 @@
-"""command_buffers.py HLO...: for each XLA-optimised HLO text file, the ENTRY computation's instructions
-that run inside a command buffer (a CUDA graph: a `call` or `command_buffer` whose callee is a command
-buffer computation) and the ones left outside, each launched on its own, counted by opcode."""
+"""command_buffers.py FILE...: what XLA launches for the act. For an optimised HLO text file, the ENTRY
+computation's instructions by opcode and fusion kind (each fusion is a kernel). For a thunk sequence
+(`*thunk_sequence*.txt`, where XLA's command buffers, its CUDA graphs, are formed), the thunks by kind
+and nesting depth (a thunk inside a command buffer is indented under it), then the file's first lines,
+so that a format this does not know still shows itself."""
 
 import collections
 import re
 import sys
 
 INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*\S.*?\s([a-z][\w\-]*)\(")
+FUSION_KIND = re.compile(r'kind=(k\w+)|"kind":"(\w+)"')
+THUNK_KIND = re.compile(r"\b(k[A-Z]\w*)\b")
+SKIPPED = ("parameter", "get-tuple-element", "tuple", "constant", "bitcast")
 
 
-def entry_lines(text: str) -> list[str]:
-    """The lines of the ENTRY computation's body."""
-    lines, inside = [], False
+def hlo_summary(text: str) -> list[str]:
+    """ENTRY's instructions by opcode, fusions also by kind."""
+    counts, inside = collections.Counter(), False
     for line in text.splitlines():
         if line.startswith("ENTRY"):
             inside = True
         elif inside and line.startswith("}"):
             break
-        elif inside:
-            lines.append(line)
-    return lines
+        elif inside and (match := INSTRUCTION.match(line)) and match.group(1) not in SKIPPED:
+            kinds = [a or b for a, b in FUSION_KIND.findall(line)]
+            counts[" ".join([match.group(1), *kinds])] += 1
+    return [f"{sum(counts.values())} instructions in ENTRY"] + [f"  {k:50s} {n}" for k, n in counts.most_common()]
+
+
+def thunk_summary(text: str) -> list[str]:
+    """Thunks by (indentation depth, kind), and the first lines."""
+    counts = collections.Counter()
+    lines = text.splitlines()
+    for line in lines:
+        match = THUNK_KIND.search(line)
+        if match:
+            counts[(len(line) - len(line.lstrip()), match.group(1))] += 1
+    out = [f"{sum(counts.values())} thunk lines"] + [f"  indent {d:3d} {k:40s} {n}" for (d, k), n in sorted(counts.items())]
+    return out + ["first lines:"] + [f"  {line[:200]}" for line in lines[:40]]
 
 
 def main(paths: list[str]) -> None:
     for path in paths:
-        inside, outside = collections.Counter(), collections.Counter()
-        for line in entry_lines(open(path).read()):
-            match = INSTRUCTION.match(line)
-            if not match:
-                continue
-            opcode = match.group(1)
-            if "command_buffer" in line:
-                inside[opcode] += 1
-            elif opcode not in ("parameter", "get-tuple-element", "tuple", "constant", "bitcast"):
-                outside[opcode] += 1
-        print(f"{path}: {sum(inside.values())} command buffer call(s); outside them {sum(outside.values())}:")
-        for opcode, count in outside.most_common(12):
-            print(f"  {opcode:28s} {count}")
+        text = open(path).read()
+        summary = thunk_summary(text) if "thunk_sequence" in path else hlo_summary(text)
+        print("\n".join([path, *summary]))
 
 
 if __name__ == "__main__":

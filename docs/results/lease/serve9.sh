@@ -3,7 +3,8 @@
 # (twin encoders, matmul convolutions, CUDA graphs of any size): the periodic keeper every 5, 2 and 1 ms
 # against none (the in-process act was 0.69-1.08x at 2 ms, bench-2026-12-01g), then where XLA still cuts
 # the twin matmul act into separate launches: its optimised HLO, dumped with XLA's default graph size and
-# with graphs of any size, each command buffer and the instructions left outside one counted.
+# with graphs of any size: its kernels by fusion kind, and its thunk sequences (where the command buffers
+# are formed: the thirtieth session found none in the optimised HLO itself) by kind and nesting.
 # KEEPERS and SIZES override the two lists (KEEPERS= SIZES="1 5": the dumps alone, ~3 minutes).
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl .whl3/*.whl
 export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1
@@ -19,8 +20,10 @@ for size in ${SIZES-5 1}; do
     timeout 150 python3 -m benchmarks.act_latency --preset bridge --runs 20 --paced-runs 3 --profile-calls 0 \
     --encoders twin --convs matmul 2>&1 | grep -v -i warning | tail -3
   date +%T
-  mkdir -p $OUT/hlo-$size && ls $dump > $OUT/hlo-$size/listing.txt && cp $dump/*jit_act*after_optimizations.txt $OUT/hlo-$size/ 2>/dev/null
-  python3 docs/results/lease/command_buffers.py $OUT/hlo-$size/*after_optimizations.txt | tee $OUT/command-buffers-$size.txt
-  gzip -q $OUT/hlo-$size/*after_optimizations.txt
+  mkdir -p $OUT/hlo-$size && ls $dump > $OUT/hlo-$size/listing.txt
+  cp $dump/*jit_act*after_optimizations.txt $dump/*jit_act*thunk_sequence*.txt $OUT/hlo-$size/ 2>/dev/null
+  python3 docs/results/lease/command_buffers.py $OUT/hlo-$size/*after_optimizations.txt $OUT/hlo-$size/*thunk_sequence*.txt \
+    | tee $OUT/command-buffers-$size.txt | head -60
+  gzip -q $OUT/hlo-$size/*.txt
 done
 date +%T
