@@ -4,6 +4,8 @@ Every field except `policy` may also come from the environment variable `MQE_SER
 case, e.g. `MQE_SERVE_PORT=9000`); the command line wins. The bearer token is also read from
 `MQE_SERVER_TOKEN`. Checkpoint directories come from the command line only, so nothing a client or
 a stray environment sends can make the server load other weights.
+An `MQE_SERVE_*` name that is no setting (misspelt, or one a later version removed) stops the server
+with one line naming it, rather than being ignored.
 
 This module imports neither jax nor fastapi, so `mqe-serve --help` and settings errors are instant.
 """
@@ -11,6 +13,7 @@ This module imports neither jax nor fastapi, so `mqe-serve --help` and settings 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import ipaddress
 import math
 import os
@@ -23,6 +26,7 @@ import tyro
 DEFAULT_BUCKETS = (1, 2, 4, 8, 16, 32)
 ENV_PREFIX = "MQE_SERVE_"
 TOKEN_ENV = "MQE_SERVER_TOKEN"
+POLICY_ENV = ENV_PREFIX + "POLICY"  # read by nobody: checkpoints come from the command line only
 LOOPBACK_NAMES = ("localhost",)
 StackEncoders = Literal["auto", "on", "off", "twin"]  # --stack-encoders (also the latency benchmarks')
 STACK_ENCODERS = typing.get_args(StackEncoders)
@@ -185,6 +189,14 @@ def _parse_env(field: dataclasses.Field, text: str) -> object:
 def defaults_from_env(environ: dict[str, str] | None = None) -> ServeSettings:
     """Defaults with `MQE_SERVE_*` (and `MQE_SERVER_TOKEN`) applied; not validated for policies."""
     environ = dict(os.environ if environ is None else environ)
+    known = {ENV_PREFIX + field.name.upper() for field in dataclasses.fields(ServeSettings)}
+    for name in sorted(n for n in environ if n.startswith(ENV_PREFIX) and n not in known):
+        # Matched without the shared prefix, which would make every name look close.
+        close = difflib.get_close_matches(name.removeprefix(ENV_PREFIX),
+                                          sorted(k.removeprefix(ENV_PREFIX) for k in known - {POLICY_ENV}), n=1)
+        hint = f"did you mean {ENV_PREFIX}{close[0]}? " if close else ""
+        raise SettingsError(f"{name} is not a setting of mqe-serve; {hint}unset it or rename it "
+                            f"(each setting is {ENV_PREFIX}<FLAG>, the flags are in `mqe-serve --help`)")
     values: dict[str, object] = {}
     for field in dataclasses.fields(ServeSettings):
         if field.name == "policy":  # checkpoint directories come from the command line only

@@ -22,6 +22,17 @@ def test_env_never_names_checkpoints():
     assert parse([], {"MQE_SERVE_POLICY": "evil=/tmp"}).policy == ()
 
 
+@pytest.mark.parametrize("name, match", [
+    ("MQE_SERVE_KEEP_WARM_AHEAD_MS", "MQE_SERVE_KEEP_WARM_AHEAD_MS is not a setting of mqe-serve; did you mean MQE_SERVE_KEEP_WARM_MS"),
+    ("MQE_SERVE_PROT", "did you mean MQE_SERVE_PORT"),
+    ("MQE_SERVE_ZZZZZZZZ", r"MQE_SERVE_ZZZZZZZZ is not a setting of mqe-serve; unset it or rename it"),
+])
+def test_an_unknown_environment_setting_is_refused_with_the_nearest_name(name, match):
+    with pytest.raises(SettingsError, match=match):
+        parse([], {name: "2", "MQE_SERVE_PORT": "9000"})
+    assert parse([], {"MQE_SERVER_TOKEN_FILE": "x", "MQE_SERVE_PORT": "9000"}).port == 9000  # other prefixes: not ours
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"host": "0.0.0.0"}, "not a loopback address"),
     ({"host": "192.168.1.5", "token": "short"}, "at least 8"),
