@@ -168,9 +168,9 @@ def test_the_settings_reach_each_devices_worker(image_ckpt, img_runtime):
     release = threading.Event()
     release.set()
     settings = ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache="", keep_warm_ms=1.5,
-                             max_wait_ms=3)
+                             keep_warm_for_s=2.5, max_wait_ms=3)
     app = create_app(settings, blocking_loader(release, {"img": img_runtime}))
     with TestClient(app) as client:
         wait_ready(client)
         batcher = app.state.server.batchers["img"]
-        assert (batcher.keep_warm_s, batcher.keep_warm_for_s, batcher.max_wait_s) == (0.0015, 5.0, 0.003)
+        assert (batcher.keep_warm_s, batcher.keep_warm_for_s, batcher.max_wait_s) == (0.0015, 2.5, 0.003)
