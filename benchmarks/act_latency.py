@@ -17,6 +17,9 @@ one's ratio to the ones measured before it. `--layouts both` also measures each 
 kept them before it stored them in the layout XLA chose (`PolicyRuntime.load(..., device_layouts=...)`).
 `--convs xla matmul` measures each arrangement with its convolutions as XLA's op and as strided slices
 and one matmul each (`PolicyRuntime.load(..., conv=...)`), whose act CUDA graphs can hold whole.
+`--io device host` measures each with its frame and answer moved by transfers of their own (the
+server's way) and through pinned host memory, the copies inside the compiled act
+(`PolicyRuntime.load(..., host_io=True)`).
 `--phases` also splits the act into its three steps, back to back and paced: copying the frame and goal
 codes to the device, running the executable to completion, and copying the action and distance back, to
 show which step a lone robot's slower act loses its time in.
@@ -64,6 +67,7 @@ class Args:
     json: Path | None = None  # also write the figures (ms) here, e.g. for benchmarks.xla_flags
     phases: bool = False  # also time the act's steps (inputs to the device, run, outputs back), back to back and paced
     convs: tuple[ConvLowering, ...] = ("xla",)  # convolutions of each arrangement: xla (XLA's op), matmul (slices and a matmul), or both
+    io: tuple[Literal["device", "host"], ...] = ("device",)  # frame in, answer out: device (transfers of their own), host (pinned host memory, copied inside the act), or both
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,14 +91,15 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"act_latency: error: {e}", file=sys.stderr)
         return 2
-    for (arrangement, layouts), conv in itertools.product(measured, args.convs):
+    for (arrangement, layouts), conv, io in itertools.product(measured, args.convs, args.io):
         runtime = PolicyRuntime.load(checkpoint, buckets=(args.batch,), encoders=arrangement, device_layouts=layouts,
-                                     conv=conv)
+                                     conv=conv, host_io=io == "host")
         if not figures_of:
             print(f"{runtime.policy.agent_name} checkpoint {checkpoint}, batch {args.batch}, on {device.device_kind} "
                   f"({device.platform}), jax {jax.__version__}")
-        figures = figures_of[arrangement, layouts, conv] = measure(runtime, args)
-        weights = ("" if layouts else ", row-major weights") + ("" if conv == "xla" else ", matmul convolutions")
+        figures = figures_of[arrangement, layouts, conv, io] = measure(runtime, args)
+        weights = (("" if layouts else ", row-major weights") + ("" if conv == "xla" else ", matmul convolutions")
+                   + ("" if io == "device" else ", host io"))
         layout, label = f"{arrangement}{weights}", f"{arrangement} encoders{weights}"
         print(f"[{label}] goal encoding (once per goal): p50 {figures['goal']:.3f} ms")
         print(f"[{label}] act back to back: p50 {figures['back_to_back']:.3f} ms, p10 {figures['p10']:.3f} ms "
@@ -116,10 +121,11 @@ def main(argv: list[str] | None = None) -> int:
                        f"{layout}: act back to back ms": figures["back_to_back"],
                        f"{layout}: act at {args.hz:g} Hz ms": figures["paced"]})
         # each arrangement against the one that differs from it in one thing, measured before it
-        others = [((a, layouts, conv), f"{arrangement} / {a}") for a in ("separate", "stacked")]
-        for other, name in (*others, ((arrangement, False, conv), f"device / row-major weights ({arrangement})"),
-                            ((arrangement, layouts, "xla"), f"matmul / xla convolutions ({arrangement})")):
-            if other != (arrangement, layouts, conv) and other in figures_of:
+        others = [((a, layouts, conv, io), f"{arrangement} / {a}") for a in ("separate", "stacked")]
+        for other, name in (*others, ((arrangement, False, conv, io), f"device / row-major weights ({arrangement})"),
+                            ((arrangement, layouts, "xla", io), f"matmul / xla convolutions ({arrangement})"),
+                            ((arrangement, layouts, conv, "device"), f"host / device io ({arrangement})")):
+            if other != (arrangement, layouts, conv, io) and other in figures_of:
                 print(f"{name}: back to back "
                       f"{figures['back_to_back'] / figures_of[other]['back_to_back']:.2f}x, at {args.hz:g} Hz "
                       f"{figures['paced'] / figures_of[other]['paced']:.2f}x")
@@ -215,12 +221,14 @@ def back_to_back_and_paced(timed: Callable[[], T], args: Args, warmup: int) -> t
 
 def timed_steps(runtime: Any, act: Any, observations: np.ndarray, codes: np.ndarray,
                 args: Args) -> dict[str, tuple[float, float]]:
-    """p50 ms of the act's three steps, (back to back, paced at `args.hz`): the inputs put on the
-    device, the executable run to completion on them, and its outputs fetched to the host."""
+    """p50 ms of the act's three steps, (back to back, paced at `args.hz`): the inputs put where the
+    executable takes them (the device, or pinned host memory for the frame with `host_io`), the
+    executable run to completion on them, and its outputs fetched to the host."""
+    _, frame_at, codes_at = act.input_shardings[0]
 
     def steps() -> tuple[float, float, float]:
         t0 = time.perf_counter()
-        inputs = jax.block_until_ready(jax.device_put((observations, codes), runtime.device))
+        inputs = jax.block_until_ready((jax.device_put(observations, frame_at), jax.device_put(codes, codes_at)))
         t1 = time.perf_counter()
         outputs = jax.block_until_ready(act(runtime._params, *inputs))
         t2 = time.perf_counter()

@@ -38,6 +38,7 @@ from server.settings import DEFAULT_BUCKETS
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_PIXELS = 4096 * 4096
+HOST_MEMORY = "pinned_host"  # where `host_io` acts take their frames and leave their answers
 # Default action names of the WidowX 250 in the Bridge convention (DESIGN.md section 5), reported
 # when a 7-d checkpoint does not record its own.
 WIDOWX_ACTION_NAMES = ("dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper")
@@ -58,11 +59,14 @@ def served_arrangement(wanted: str, available: tuple[str, ...]) -> str:
     return next(a for a in reversed(nearest) if a in available)
 
 
-def packed(act_fn: Any) -> Any:
+def packed(act_fn: Any, device_memory: Any = None) -> Any:
     """`act_fn` answering one (B, A + 1) float32 array, each row the action then the distance: one
-    device-to-host copy per act instead of two."""
+    device-to-host copy per act instead of two. With `device_memory` (a sharding) the observations are
+    first moved there: they arrive in host memory, and the copy is the compiled act's own."""
 
     def act(params: Any, observations: jax.Array, codes: jax.Array) -> jax.Array:
+        if device_memory is not None:
+            observations = jax.device_put(observations, device_memory)
         actions, distances = act_fn(params, observations, codes)
         return jnp.concatenate([actions.astype(jnp.float32), distances.astype(jnp.float32)[:, None]], axis=-1)
 
@@ -101,6 +105,7 @@ class PolicyRuntime:
     encoders: str = "separate"  # image MQE: 'separate', or one network: 'stacked' (vmapped) or 'twin' (twice as wide)
     conv: str = "xla"  # image policies' convolutions: XLA's convolution op ('xla') or slices and a matmul each ('matmul')
     device_layouts: bool = True  # weights stored in the memory layout the compiled act asks for (XLA's choice)
+    host_io: bool = False  # frames in and answers out through pinned host memory, the copies inside the compiled act
     _compiled: dict[int, Any] = dataclasses.field(default_factory=dict, repr=False)
     _compiled_goal: Any = dataclasses.field(default=None, repr=False)  # goal codes of one goal
     _params: Any = dataclasses.field(default=None, repr=False)  # policy.params in the serving layout
@@ -114,7 +119,7 @@ class PolicyRuntime:
     def load(cls, checkpoint_dir: str | Path, buckets: tuple[int, ...] = DEFAULT_BUCKETS,
              device: Any = None, max_pixels: int = DEFAULT_MAX_PIXELS,
              name: str = "default", encoders: str = "separate", device_layouts: bool = True,
-             conv: str = "xla") -> PolicyRuntime:
+             conv: str = "xla", host_io: bool = False) -> PolicyRuntime:
         """Load a checkpoint, compile the act function for every bucket and warm it up.
 
         `encoders` (`registry.ENCODER_ARRANGEMENTS`) is a wish that each policy meets as far as it can:
@@ -129,12 +134,17 @@ class PolicyRuntime:
         which the serving `prepare` now also does once (`docs/benchmarks.md`, issue 6).
 
         `conv` ('xla' or 'matmul', `policy.with_conv`): with 'matmul' an image policy's act holds no
-        convolution op, only slices and matmuls, which XLA's CUDA graphs can take whole."""
+        convolution op, only slices and matmuls, which XLA's CUDA graphs can take whole.
+
+        With `host_io` each act takes its frames from pinned host memory and leaves its answers there:
+        the host-to-device and device-to-host copies run inside the compiled act instead of as transfers
+        of their own before and after it (the goal codes stay on the device). The same answers."""
         policy = load_policy(checkpoint_dir)
         device = device if device is not None else jax.local_devices()[0]
         arrangement = served_arrangement(encoders, encoder_arrangements(policy.agent_name, policy.config))
         runtime = cls(policy, name, tuple(sorted(set(buckets))), device, max_pixels,
-                      Path(checkpoint_dir), encoders=arrangement, device_layouts=device_layouts, conv=conv)
+                      Path(checkpoint_dir), encoders=arrangement, device_layouts=device_layouts, conv=conv,
+                      host_io=host_io)
         prepare, runtime._goal_fn, runtime._act_fn = serving_fns(policy.agent_name, policy.config,
                                                                  policy.action_stats, arrangement, conv)
         params = prepare(policy.params)
@@ -168,17 +178,20 @@ class PolicyRuntime:
                     ", convolutions as matmuls" if conv == "matmul" else "", runtime.buckets, runtime.warmup_s)
         return runtime
 
-    def _spec(self, size: int) -> jax.ShapeDtypeStruct:
-        return jax.ShapeDtypeStruct((size, *self.policy.observation_shape), self.observation_dtype,
-                                    sharding=jax.sharding.SingleDeviceSharding(self.device))
+    def _spec(self, size: int, memory_kind: str | None = None) -> jax.ShapeDtypeStruct:
+        sharding = jax.sharding.SingleDeviceSharding(self.device, memory_kind=memory_kind)
+        return jax.ShapeDtypeStruct((size, *self.policy.observation_shape), self.observation_dtype, sharding=sharding)
 
     def _compile(self, size: int, params: Any, param_formats: Any, one_goal: jax.ShapeDtypeStruct) -> Any:
         """The act of batch `size` over weights shaped as `params`, laid out as `param_formats`;
         `one_goal`: the goal codes of a batch of one."""
-        observations = self._spec(size)
-        codes = jax.ShapeDtypeStruct((size, *one_goal.shape[1:]), one_goal.dtype, sharding=observations.sharding)
+        on_device = jax.sharding.SingleDeviceSharding(self.device)
+        host = on_device.with_memory_kind(HOST_MEMORY) if self.host_io else None
+        observations = self._spec(size, HOST_MEMORY if self.host_io else None)
+        codes = jax.ShapeDtypeStruct((size, *one_goal.shape[1:]), one_goal.dtype, sharding=on_device)
         shardings = (param_formats, observations.sharding, codes.sharding)
-        return jax.jit(packed(self._act_fn), in_shardings=shardings).lower(params, observations, codes).compile()
+        act = packed(self._act_fn, on_device.with_memory_kind("device") if self.host_io else None)
+        return jax.jit(act, in_shardings=shardings, out_shardings=host).lower(params, observations, codes).compile()
 
     # ------------------------------------------------------------------ description
 

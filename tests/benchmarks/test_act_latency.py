@@ -27,6 +27,16 @@ def test_matmul_convolutions_are_timed_against_xlas_for_each_arrangement(tmp_pat
     assert "matmul / xla convolutions (separate): back to back " in capsys.readouterr().out
 
 
+def test_host_io_is_timed_against_device_transfers_with_its_own_phases(tmp_path, capsys):
+    out = tmp_path / "figures.json"
+    assert act_latency.main([*TINY, "--set", "encoder=impala_tiny", "--encoders", "separate", "--io", "device",
+                             "host", "--phases", "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    for layout in ("separate", "separate, host io"):
+        assert figures[f"{layout}: act back to back ms"] > 0 and figures[f"{layout}: put at 50 Hz ms"] > 0
+    assert "host / device io (separate): back to back " in capsys.readouterr().out
+
+
 def test_an_arrangement_the_policy_lacks_is_refused(capsys):
     assert act_latency.main([*TINY, "--set", "encoder=impala_tiny", "--encoders", "twin"]) == 2
     assert "--encoders twin: this mqe policy has only separate, stacked" in capsys.readouterr().err

@@ -176,6 +176,20 @@ def test_matmul_convolutions_serve_the_same_actions_with_no_convolution_op(runti
     assert_same_answers(matmul, runtime)
 
 
+def test_host_io_acts_take_frames_from_pinned_host_memory_and_leave_their_answers_there(runtime, image_ckpt):
+    host = PolicyRuntime.load(image_ckpt, buckets=(1, 2), name="img-host-io", host_io=True)
+    assert host.host_io and not runtime.host_io
+    for size in (1, 2):
+        params_at, frame_at, codes_at = host._compiled[size].input_shardings[0]
+        assert frame_at.memory_kind == "pinned_host" and codes_at.memory_kind == "device"  # codes stay resident
+        assert host._compiled[size].output_shardings.memory_kind == "pinned_host"
+    frame_at = runtime._compiled[2].input_shardings[0][1]
+    assert frame_at.memory_kind == "device" and runtime._compiled[2].output_shardings.memory_kind == "device"
+    assert_same_answers(host, runtime)
+    one = host.act(images(1, seed=8)[0], codes_of(host, images(1, seed=9))[0])  # a padded bucket of one
+    assert one[0].shape == (host.policy.action_dim,) and np.isfinite(one[0]).all()
+
+
 def assert_same_answers(served: PolicyRuntime, reference: PolicyRuntime) -> None:
     obs, goals = images(2, seed=4), images(2, seed=5)
     codes = codes_of(served, goals)
