@@ -178,20 +178,20 @@ class PolicyRuntime:
                     ", convolutions as matmuls" if conv == "matmul" else "", runtime.buckets, runtime.warmup_s)
         return runtime
 
-    def _spec(self, size: int, memory_kind: str | None = None) -> jax.ShapeDtypeStruct:
-        sharding = jax.sharding.SingleDeviceSharding(self.device, memory_kind=memory_kind)
+    def _spec(self, size: int, sharding: Any = None) -> jax.ShapeDtypeStruct:
+        sharding = sharding or jax.sharding.SingleDeviceSharding(self.device)
         return jax.ShapeDtypeStruct((size, *self.policy.observation_shape), self.observation_dtype, sharding=sharding)
 
     def _compile(self, size: int, params: Any, param_formats: Any, one_goal: jax.ShapeDtypeStruct) -> Any:
         """The act of batch `size` over weights shaped as `params`, laid out as `param_formats`;
         `one_goal`: the goal codes of a batch of one."""
         on_device = jax.sharding.SingleDeviceSharding(self.device)
-        host = on_device.with_memory_kind(HOST_MEMORY) if self.host_io else None
-        observations = self._spec(size, HOST_MEMORY if self.host_io else None)
+        io = on_device.with_memory_kind(HOST_MEMORY) if self.host_io else on_device  # frames in, answers out
+        observations = self._spec(size, io)
         codes = jax.ShapeDtypeStruct((size, *one_goal.shape[1:]), one_goal.dtype, sharding=on_device)
         shardings = (param_formats, observations.sharding, codes.sharding)
         act = packed(self._act_fn, on_device.with_memory_kind("device") if self.host_io else None)
-        return jax.jit(act, in_shardings=shardings, out_shardings=host).lower(params, observations, codes).compile()
+        return jax.jit(act, in_shardings=shardings, out_shardings=io).lower(params, observations, codes).compile()
 
     # ------------------------------------------------------------------ description
 
