@@ -168,7 +168,7 @@ class PolicyRuntime:
                                     preprocessed=True)
         for size in runtime.buckets:
             obs = np.zeros((size, *policy.observation_shape), runtime.observation_dtype)
-            jax.block_until_ready(runtime._compiled[size](runtime._params, obs,
+            jax.block_until_ready(runtime._compiled[size](runtime._params, runtime._frames_in(obs),
                                                           np.repeat(codes[None], size, axis=0)))
         runtime.warmup_s = time.perf_counter() - start
         logger.info("policy %s (%s step %d) ready on %s%s%s%s: buckets %s compiled and warmed in %.1f s",
@@ -186,12 +186,18 @@ class PolicyRuntime:
         """The act of batch `size` over weights shaped as `params`, laid out as `param_formats`;
         `one_goal`: the goal codes of a batch of one."""
         on_device = jax.sharding.SingleDeviceSharding(self.device)
-        io = on_device.with_memory_kind(HOST_MEMORY) if self.host_io else on_device  # frames in, answers out
-        observations = self._spec(size, io)
+        observations = self._spec(size, self._frames_at)
         codes = jax.ShapeDtypeStruct((size, *one_goal.shape[1:]), one_goal.dtype, sharding=on_device)
         shardings = (param_formats, observations.sharding, codes.sharding)
         act = packed(self._act_fn, on_device.with_memory_kind("device") if self.host_io else None)
-        return jax.jit(act, in_shardings=shardings, out_shardings=io).lower(params, observations, codes).compile()
+        return jax.jit(act, in_shardings=shardings, out_shardings=self._frames_at).lower(
+            params, observations, codes).compile()
+
+    @property
+    def _frames_at(self) -> jax.sharding.Sharding:
+        """Where each act takes its frames and leaves its answers: pinned host memory with `host_io`."""
+        on_device = jax.sharding.SingleDeviceSharding(self.device)
+        return on_device.with_memory_kind(HOST_MEMORY) if self.host_io else on_device
 
     # ------------------------------------------------------------------ description
 
@@ -316,10 +322,18 @@ class PolicyRuntime:
                 pad = size - len(obs)
                 obs = np.concatenate([obs, np.repeat(obs[-1:], pad, axis=0)])
                 goal = np.concatenate([goal, np.repeat(goal[-1:], pad, axis=0)])
-            answers = np.asarray(jax.device_get(self._compiled[size](self._params, obs, self._device_codes(goal))))
+            answers = np.asarray(jax.device_get(self._compiled[size](self._params, self._frames_in(obs),
+                                                                     self._device_codes(goal))))
             actions.append(answers[:count, :-1])
             distances.append(answers[:count, -1])
         return np.concatenate(actions), np.concatenate(distances)
+
+    def _frames_in(self, observations: np.ndarray) -> Any:
+        """`observations` where the compiled act takes them: as they are for the device (the call copies
+        them there), put in pinned host memory first with `host_io`: on an H200 the act compiled for
+        pinned host frames ran load's warm-up on a NumPy frame, then refused one on the next call, which
+        had put it in device memory ('unexpected memory space', `docs/benchmarks.md`, issue 6)."""
+        return jax.device_put(observations, self._frames_at) if self.host_io else observations
 
     def _device_codes(self, codes: np.ndarray) -> Any:
         """`codes` on the device, copied there only when they differ from the last act's: a lone robot

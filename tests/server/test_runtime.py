@@ -186,6 +186,14 @@ def test_host_io_acts_take_frames_from_pinned_host_memory_and_leave_their_answer
     frame_at = runtime._compiled[2].input_shardings[0][1]
     assert frame_at.memory_kind == "device" and runtime._compiled[2].output_shardings.memory_kind == "device"
     assert_same_answers(host, runtime)
+    handed = []
+    compiled = host._compiled[2]
+    host._compiled[2] = lambda params, frames, codes: handed.append((frames, codes)) or compiled(params, frames, codes)
+    host.act_batch(images(2, seed=6), codes_of(host, images(2, seed=7)))
+    host.act_batch(images(2, seed=6), codes_of(host, images(2, seed=7)))  # the call that failed on a GPU
+    assert [frames.sharding.memory_kind for frames, _ in handed] == ["pinned_host"] * 2  # put there, not by the call
+    assert [codes.sharding.memory_kind for _, codes in handed] == ["device"] * 2
+    host._compiled[2] = compiled
     one = host.act(images(1, seed=8)[0], codes_of(host, images(1, seed=9))[0])  # a padded bucket of one
     assert one[0].shape == (host.policy.action_dim,) and np.isfinite(one[0]).all()
 
