@@ -33,7 +33,7 @@ import numpy as np
 import tyro
 
 from server.demo import free_port
-from server.settings import Conv, ServeSettings, SettingsError, StackEncoders
+from server.settings import Conv, FramesIO, ServeSettings, SettingsError, StackEncoders
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -57,6 +57,7 @@ class Args:
     drivers: int = 0  # processes the robots are spread over; 0: one per 12 robots, at most cores - 2
     stack_encoders: StackEncoders = "auto"  # mqe-serve's --stack-encoders; the bare act uses the same
     conv: Conv = "auto"  # mqe-serve's --conv; the bare act uses the same
+    io: FramesIO = "device"  # mqe-serve's --io (frames in and answers out through device or pinned host memory); the bare act uses the same
     keep_warm_ms: float = 0.0  # mqe-serve's --keep-warm-ms (the keeper reruns the last act between requests; 0: off)
     cuda_graph_min_size: int = 1  # mqe-serve's --cuda-graph-min-size; the bare act uses the same
 
@@ -66,9 +67,11 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q)) if values else float("nan")
 
 
-def bare_act_ms(checkpoint: Path, size: int, runs: int, stack_encoders: str, conv: str) -> tuple[float, float, str, str]:
+def bare_act_ms(checkpoint: Path, size: int, runs: int, stack_encoders: str, conv: str,
+                io: str) -> tuple[float, float, str, str]:
     """(median ms of PolicyRuntime.act at batch 1, seconds to load and warm, encoders served, convolutions
-    served), encoders and convolutions chosen as `mqe-serve --stack-encoders --conv` choose them on this device."""
+    served), encoders and convolutions chosen as `mqe-serve --stack-encoders --conv` choose them on this device,
+    frames in and answers out as `--io` puts them."""
     import jax
 
     from server.runtime import PolicyRuntime
@@ -76,7 +79,7 @@ def bare_act_ms(checkpoint: Path, size: int, runs: int, stack_encoders: str, con
     settings, platform = ServeSettings(stack_encoders=stack_encoders, conv=conv), jax.devices()[0].platform
     start = time.perf_counter()
     runtime = PolicyRuntime.load(checkpoint, buckets=(1,), encoders=settings.encoders_on(platform),
-                                 conv=settings.conv_on(platform))
+                                 conv=settings.conv_on(platform), host_io=io == "host")
     load_s = time.perf_counter() - start
     rng = np.random.default_rng(0)
     goal = runtime.encode_goal(rng.integers(0, 256, (size, size, 3), dtype=np.uint8))
@@ -197,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd = [sys.executable, "-m", "server", "--policy", f"bench={checkpoint}", "--port", str(port),
            "--compilation-cache", str(args.compilation_cache.expanduser()), "--log-level", "warning",
            "--batch-buckets", *map(str, args.buckets), "--stack-encoders", args.stack_encoders,
-           "--conv", args.conv, "--keep-warm-ms", f"{args.keep_warm_ms:g}",
+           "--conv", args.conv, "--io", args.io, "--keep-warm-ms", f"{args.keep_warm_ms:g}",
            "--cuda-graph-min-size", str(args.cuda_graph_min_size)]
     started = time.perf_counter()
     server = subprocess.Popen(cmd, env=env, cwd=REPO)
@@ -221,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.terminate()
         server.wait(15)
-    bare_ms, load_s, encoders, conv = bare_act_ms(checkpoint, size, args.bare_runs, args.stack_encoders, args.conv)
+    bare_ms, load_s, encoders, conv = bare_act_ms(checkpoint, size, args.bare_runs, args.stack_encoders, args.conv,
+                                                   args.io)
     rtt = [s[0] for s in samples]
     mean_batch = float("nan")
     if len(batch_line) == 2:
@@ -230,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"checkpoint {checkpoint} ({args.preset if args.checkpoint is None else 'given'}), "
           f"{args.robots} robot(s) at {args.hz} Hz for {args.seconds:.0f} s over {drivers} driver "
           f"process(es), image {size}x{size}, --stack-encoders {args.stack_encoders} (encoders {encoders}), "
-          f"--conv {args.conv} (convolutions {conv}), --keep-warm-ms {args.keep_warm_ms:g}, --cuda-graph-min-size {args.cuda_graph_min_size} "
+          f"--conv {args.conv} (convolutions {conv}), --io {args.io}, --keep-warm-ms {args.keep_warm_ms:g}, --cuda-graph-min-size {args.cuda_graph_min_size} "
           f"(XLA_FLAGS {os.environ.get('XLA_FLAGS') or 'unset'})")
     print(f"cold start to ready: {ready_s:.1f} s (compilation cache {args.compilation_cache})")
     print(f"requests: {len(rtt)} ok, {len(errors)} errors" + (f" (first: {errors[0]})" if errors else ""))

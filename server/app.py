@@ -55,7 +55,8 @@ def load_runtimes(settings: ServeSettings) -> dict[str, Any]:
     for i, (name, path) in enumerate(settings.policies.items()):
         device = devices[i % len(devices)]
         runtimes[name] = PolicyRuntime.load(path, settings.batch_buckets, device, settings.max_image_pixels,
-                                            name, settings.encoders_on(device.platform), conv=settings.conv_on(device.platform))
+                                            name, settings.encoders_on(device.platform), conv=settings.conv_on(device.platform),
+                                            host_io=settings.io == "host")
     return runtimes
 
 

@@ -171,11 +171,12 @@ class PolicyRuntime:
             jax.block_until_ready(runtime._compiled[size](runtime._params, runtime._frames_in(obs),
                                                           np.repeat(codes[None], size, axis=0)))
         runtime.warmup_s = time.perf_counter() - start
-        logger.info("policy %s (%s step %d) ready on %s%s%s%s: buckets %s compiled and warmed in %.1f s",
+        logger.info("policy %s (%s step %d) ready on %s%s%s%s%s: buckets %s compiled and warmed in %.1f s",
                     name, policy.agent_name, policy.step, device,
                     "" if arrangement == "separate" else f", encoders {arrangement}",
                     ", weights in the device's layout" if device_layouts else "",
-                    ", convolutions as matmuls" if conv == "matmul" else "", runtime.buckets, runtime.warmup_s)
+                    ", convolutions as matmuls" if conv == "matmul" else "",
+                    ", frames and answers in pinned host memory" if host_io else "", runtime.buckets, runtime.warmup_s)
         return runtime
 
     def _spec(self, size: int, sharding: Any = None) -> jax.ShapeDtypeStruct:

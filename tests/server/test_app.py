@@ -101,6 +101,8 @@ def test_policies_load_with_the_stacking_the_settings_choose(image_ckpt):
     assert on["img"].encoders == "stacked" and auto["img"].encoders == "separate"  # auto: no stacking on the CPU
     matmul = load_runtimes(ServeSettings(policy=(f"img={image_ckpt}",), batch_buckets=(1,), conv="matmul"))
     assert matmul["img"].conv == "matmul" and auto["img"].conv == "xla"
+    host = load_runtimes(ServeSettings(policy=(f"img={image_ckpt}",), batch_buckets=(1,), io="host"))
+    assert host["img"].host_io and not auto["img"].host_io
 
 
 def request_counts(client: TestClient, endpoint: str) -> dict[str, float]:

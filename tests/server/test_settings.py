@@ -43,6 +43,7 @@ def test_an_unknown_environment_setting_is_refused_with_the_nearest_name(name, m
     ({"batch_buckets": (0,)}, "positive"),
     ({"stack_encoders": "yes"}, "choose auto, on, off or twin"),
     ({"conv": "fft"}, "--conv 'fft': choose auto, xla or matmul"),
+    ({"io": "pinned"}, "--io 'pinned': choose device or host"),
     ({"keep_warm_ms": 0.5}, "--keep-warm-ms 0.5: use 0 .off. or a period of at least 1 ms"),
     ({"keep_warm_ms": -1}, "--keep-warm-ms -1"),
     ({"keep_warm_ms": float("nan")}, "--keep-warm-ms nan"),
@@ -71,6 +72,15 @@ def test_convolutions_are_matmuls_on_gpus_only_unless_told():
     assert xla.conv_on("gpu") == "xla" and matmul.conv_on("cpu") == "matmul"
     assert parse(["--conv", "matmul"], {}).conv == "matmul"
     assert parse([], {"MQE_SERVE_CONV": "matmul"}).conv == "matmul"
+
+
+def test_frames_go_through_device_memory_unless_told(capsys):
+    assert ServeSettings().io == "device"
+    assert parse(["--io", "host"], {}).io == "host"
+    assert parse([], {"MQE_SERVE_IO": "host"}).io == "host"
+    with pytest.raises(SystemExit):  # tyro reports the settings' error in one box, no traceback
+        parse([], {"MQE_SERVE_IO": "gpu"})
+    assert "--io 'gpu': choose device or host" in capsys.readouterr().err
 
 
 def test_the_keeper_is_off_unless_told():
