@@ -39,11 +39,13 @@ class Args:
     requests: int = 2000  # measured requests (with --hz 0)
     warmup: int = 20  # requests sent first and not counted
     buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32)  # server batch buckets (mqe-serve's default)
+    inline_lone_requests: bool = False  # mqe-serve's --inline-lone-requests (a lone request acts on the event loop: no hand-off)
 
 
-def server_args(policy: str, buckets: tuple[int, ...]) -> tuple[str, ...]:
+def server_args(policy: str, buckets: tuple[int, ...], inline: bool = False) -> tuple[str, ...]:
     """mqe-serve options for `--policy`."""
-    args = ("--log-level", "warning", "--batch-buckets", *map(str, buckets))
+    args = ("--log-level", "warning", "--batch-buckets", *map(str, buckets),
+            *(("--inline-lone-requests",) if inline else ()))
     if policy == "demo":
         return args
     if policy == "state":
@@ -68,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     from robot_client.http import PolicyClient
 
     with tempfile.TemporaryDirectory(prefix="request-overhead-") as tmp:
-        server = Server(free_port(), Path(tmp) / "server.log", server_args(args.policy, args.buckets))
+        server = Server(free_port(), Path(tmp) / "server.log", server_args(args.policy, args.buckets,
+                                                                                args.inline_lone_requests))
         server.start()
         try:
             server.wait_ready(300)
@@ -104,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     rtt, decode, infer, total = p50(0), p50(1), p50(2), p50(3)
     outside = statistics.median(s[0] - s[3] for s in samples)
     print(f"policy {args.policy}, {len(samples)} requests at "
-          f"{'back to back' if period == 0 else f'{args.hz:g} Hz'}, one PolicyClient on loopback")
+          f"{'back to back' if period == 0 else f'{args.hz:g} Hz'}, one PolicyClient on loopback"
+          f"{', lone requests inline' if args.inline_lone_requests else ''}")
     print(f"round trip ms: p50 {rtt:.3f}  p90 {np.percentile([s[0] for s in samples], 90):.3f}  "
           f"p99 {np.percentile([s[0] for s in samples], 99):.3f}")
     print(f"server ms, p50: decode {decode:.3f}  infer {infer:.3f}  total {total:.3f};  "

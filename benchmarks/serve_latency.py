@@ -58,6 +58,7 @@ class Args:
     stack_encoders: StackEncoders = "auto"  # mqe-serve's --stack-encoders; the bare act uses the same
     conv: Conv = "auto"  # mqe-serve's --conv; the bare act uses the same
     io: FramesIO = "device"  # mqe-serve's --io (frames in and answers out through device or pinned host memory); the bare act uses the same
+    inline_lone_requests: bool = False  # mqe-serve's --inline-lone-requests (a lone request acts on the event loop thread)
     keep_warm_ms: float = 0.0  # mqe-serve's --keep-warm-ms (the keeper reruns the last act between requests; 0: off)
     cuda_graph_min_size: int = 1  # mqe-serve's --cuda-graph-min-size; the bare act uses the same
 
@@ -201,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
            "--compilation-cache", str(args.compilation_cache.expanduser()), "--log-level", "warning",
            "--batch-buckets", *map(str, args.buckets), "--stack-encoders", args.stack_encoders,
            "--conv", args.conv, "--io", args.io, "--keep-warm-ms", f"{args.keep_warm_ms:g}",
-           "--cuda-graph-min-size", str(args.cuda_graph_min_size)]
+           "--cuda-graph-min-size", str(args.cuda_graph_min_size),
+           *(["--inline-lone-requests"] if args.inline_lone_requests else [])]
     started = time.perf_counter()
     server = subprocess.Popen(cmd, env=env, cwd=REPO)
     url = f"http://127.0.0.1:{port}"
@@ -234,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"checkpoint {checkpoint} ({args.preset if args.checkpoint is None else 'given'}), "
           f"{args.robots} robot(s) at {args.hz} Hz for {args.seconds:.0f} s over {drivers} driver "
           f"process(es), image {size}x{size}, --stack-encoders {args.stack_encoders} (encoders {encoders}), "
-          f"--conv {args.conv} (convolutions {conv}), --io {args.io}, --keep-warm-ms {args.keep_warm_ms:g}, --cuda-graph-min-size {args.cuda_graph_min_size} "
+          f"--conv {args.conv} (convolutions {conv}), --io {args.io}, "
+          f"{'--inline-lone-requests, ' if args.inline_lone_requests else ''}--keep-warm-ms {args.keep_warm_ms:g}, --cuda-graph-min-size {args.cuda_graph_min_size} "
           f"(XLA_FLAGS {os.environ.get('XLA_FLAGS') or 'unset'})")
     print(f"cold start to ready: {ready_s:.1f} s (compilation cache {args.compilation_cache})")
     print(f"requests: {len(rtt)} ok, {len(errors)} errors" + (f" (first: {errors[0]})" if errors else ""))

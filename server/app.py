@@ -92,7 +92,8 @@ class ServerState:
                     by_device[device] = MicroBatcher(device, self.settings.max_wait_ms,
                                                      max(self.settings.batch_buckets), self.pending,
                                                      self.metrics.observe_batch, self.settings.keep_warm_ms,
-                                                     self.settings.keep_warm_for_s, self.metrics.observe_keep_warm)
+                                                     self.settings.keep_warm_for_s, self.metrics.observe_keep_warm,
+                                                     inline=self.settings.inline_lone_requests)
                 self.batchers[name] = by_device[device]
                 self.metrics.warmup_seconds.labels(name).set(getattr(runtime, "warmup_s", 0.0))
             self.runtimes = runtimes
@@ -276,7 +277,7 @@ def create_app(settings: ServeSettings, loader: Loader = load_runtimes) -> FastA
     async def act(request: Request) -> Response:
         start = time.perf_counter()
         state.pending.announce()  # lets the batcher wait for this request to fill a batch
-        submitted = False
+        withdrawn = False
         try:
             body = await read_message(request, state)
             act_request = protocol.ActRequest.from_wire(body)
@@ -293,12 +294,15 @@ def create_app(settings: ServeSettings, loader: Loader = load_runtimes) -> FastA
             else:
                 goal = await asyncio.to_thread(runtime.encode_goal, act_request.goal_image)
             decoded = time.perf_counter()
-            future = state.batchers[name].submit(runtime, observation, goal)
-            state.pending.withdraw()
-            submitted = True
-            result = await asyncio.wrap_future(future)
+            batcher = state.batchers[name]
+            withdrawn = True  # by try_inline if it acts, else on the next lines, with no await between
+            result = batcher.try_inline(runtime, observation, goal)
+            if result is None:
+                future = batcher.submit(runtime, observation, goal)
+                state.pending.withdraw()
+                result = await asyncio.wrap_future(future)
         finally:
-            if not submitted:
+            if not withdrawn:
                 state.pending.withdraw()
         done = time.perf_counter()
         timing = protocol.Timing(decode_ms=(decoded - start) * 1000, infer_ms=(done - decoded) * 1000,

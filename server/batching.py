@@ -13,6 +13,11 @@ docs/benchmarks.md, issue 6). It runs every `keep_warm_ms`, for at most `keep_wa
 last request: on an H200 one robot's served round trip at 5 Hz was 0.81-0.86x with it every 5 ms. (A
 keeper run once per request, timed to end just before a steady robot's next request was due, measured
 slower there and was removed.) A request that arrives during a keeper's act waits for it to finish.
+
+With `inline`, a lone request (no other queued or on its way, the device idle) runs its act on the
+calling thread, the event loop's, through `try_inline`: it skips the hand-off to the worker and the
+wake-up of the loop after it, two thread switches that cost 0.2-0.4 ms at 5 Hz (docs/benchmarks.md,
+issue 6); the loop is blocked for that act, so requests that arrive meanwhile are read after it.
 """
 
 from __future__ import annotations
@@ -61,6 +66,9 @@ class _Recent:
     answered: float  # perf_counter() when its batch ended
 
 
+_WAKE = object()  # queued after an inline act, so that a worker idle without a keeper starts one
+
+
 class PendingCounter:
     """Requests that arrived and are being parsed: the batchers wait for them, nobody else."""
 
@@ -83,6 +91,11 @@ class PendingCounter:
         """Whether an announced request is still on its way."""
         return self._count > 0
 
+    @property
+    def expecting_others(self) -> bool:
+        """Whether a request besides the caller's own (announced, not yet withdrawn) is on its way."""
+        return self._count > 1
+
 
 class MicroBatcher:
     """A worker thread for one device; `submit` from any thread, `close` to stop."""
@@ -91,7 +104,7 @@ class MicroBatcher:
                  pending: PendingCounter | None = None,
                  on_batch: Callable[[str, int, float], None] | None = None,
                  keep_warm_ms: float = 0.0, keep_warm_for_s: float = 5.0,
-                 on_keep_warm: Callable[[str], None] | None = None):
+                 on_keep_warm: Callable[[str], None] | None = None, inline: bool = False):
         self.name = name  # device name, for logs and metrics
         self.max_wait_s = max_wait_ms / 1000.0
         self.max_batch = max_batch
@@ -100,8 +113,10 @@ class MicroBatcher:
         self.keep_warm_s = keep_warm_ms / 1000.0  # 0: no keeper
         self.keep_warm_for_s = keep_warm_for_s
         self._on_keep_warm = on_keep_warm  # metrics hook: (device name), once per keeper act
-        self._recent: _Recent | None = None  # touched by the worker thread only
-        self._queue: queue.Queue[_Job | None] = queue.Queue()
+        self.inline = inline  # lone requests may act on the submitting thread (`try_inline`)
+        self._acting = threading.Lock()  # held by whichever thread runs an act on this device
+        self._recent: _Recent | None = None  # written under _acting
+        self._queue: queue.Queue[_Job | object | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=f"batcher-{name}", daemon=True)
         self._thread.start()
 
@@ -112,6 +127,27 @@ class MicroBatcher:
         future: concurrent.futures.Future = concurrent.futures.Future()
         self._queue.put(_Job(runtime, observation, goal, future, time.perf_counter()))
         return future
+
+    def try_inline(self, runtime: Any, observation: np.ndarray, goal: np.ndarray) -> ActResult | None:
+        """With `inline`, a lone request's `ActResult`, its act run on the calling thread (the model's
+        exception raised); None, and nothing run, when the request must go through `submit`: inline is
+        off, requests are queued, another besides the caller's is on its way, or the device is acting.
+        The caller's request must be announced to `pending`; it is withdrawn here when it acts inline,
+        so that other devices' workers do not wait for it."""
+        if not self.inline or self.pending.expecting_others or not self._queue.empty():
+            return None
+        if not self._acting.acquire(blocking=False):
+            return None
+        self.pending.withdraw()
+        try:
+            keeper_idle = self._recent is None
+            job = _Job(runtime, observation, goal, concurrent.futures.Future(), time.perf_counter())
+            self._run_group([job])
+        finally:
+            self._acting.release()
+        if keeper_idle and self.keep_warm_s > 0 and self._recent is not None:
+            self._queue.put(_WAKE)
+        return job.future.result()
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the worker after the queued requests."""
@@ -135,7 +171,8 @@ class MicroBatcher:
                     continue
             if job is None:
                 return jobs, True
-            jobs.append(job)
+            if job is not _WAKE:
+                jobs.append(job)
         return jobs, False
 
     def _next(self) -> _Job | None:
@@ -151,13 +188,17 @@ class MicroBatcher:
         return self._queue.get()
 
     def _keep_warm(self) -> None:
-        recent = self._recent
+        if not self._acting.acquire(blocking=False):  # an inline act runs: the device is warm
+            return
         try:
+            recent = self._recent
             recent.runtime.act_batch(recent.observation[None], recent.goal[None])
         except Exception:  # the next real request will meet the fault and report it
             logger.exception("keep-warm act on %s failed; the keeper stops until the next request", self.name)
             self._recent = None
             return
+        finally:
+            self._acting.release()
         if self._on_keep_warm is not None:
             self._on_keep_warm(self.name)
 
@@ -167,12 +208,15 @@ class MicroBatcher:
             first = self._next()
             if first is None:
                 break
+            if first is _WAKE:  # an inline act answered a request: the keeper loop starts again
+                continue
             jobs, stop = self._gather(first)
             by_runtime: dict[int, list[_Job]] = {}
             for job in jobs:
                 by_runtime.setdefault(id(job.runtime), []).append(job)
-            for group in by_runtime.values():
-                self._run_group(group)
+            with self._acting:
+                for group in by_runtime.values():
+                    self._run_group(group)
 
     def _run_group(self, jobs: list[_Job]) -> None:
         runtime = jobs[0].runtime

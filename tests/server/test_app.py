@@ -170,9 +170,49 @@ def test_the_settings_reach_each_devices_worker(image_ckpt, img_runtime):
     release = threading.Event()
     release.set()
     settings = ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache="", keep_warm_ms=1.5,
-                             keep_warm_for_s=2.5, max_wait_ms=3)
+                             keep_warm_for_s=2.5, max_wait_ms=3, inline_lone_requests=True)
     app = create_app(settings, blocking_loader(release, {"img": img_runtime}))
     with TestClient(app) as client:
         wait_ready(client)
         batcher = app.state.server.batchers["img"]
         assert (batcher.keep_warm_s, batcher.keep_warm_for_s, batcher.max_wait_s) == (0.0015, 2.5, 0.003)
+        assert batcher.inline
+
+
+def recording(method, results: list):
+    """`method`, appending each call's result to `results`."""
+
+    def call(*args):
+        results.append(method(*args))
+        return results[-1]
+
+    return call
+
+
+def test_a_lone_request_acted_inline_gets_the_answer_the_worker_gives(image_ckpt, img_runtime):
+    msgpack = {"Content-Type": protocol.CONTENT_TYPE}
+    image = np.random.default_rng(3).integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    answers = {}
+    for inline in (False, True):
+        release = threading.Event()
+        release.set()
+        app = create_app(ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache="",
+                                       inline_lone_requests=inline), blocking_loader(release, {"img": img_runtime}))
+        with TestClient(app) as client:
+            wait_ready(client)
+            acted: list = []
+            batcher = app.state.server.batchers["img"]
+            batcher.try_inline = recording(batcher.try_inline, acted)
+            goal_id = decoded(client.post("/v1/goals", content=protocol.packb({"image": image}),
+                                          headers=msgpack))["goal_id"]
+            answers[inline] = [decoded(client.post("/v1/act", content=protocol.packb(
+                {"image": image, "goal_id": goal_id}), headers=msgpack)) for _ in range(3)]
+            assert request_counts(client, "/v1/act") == {"200": 3}
+            batches = [line for line in client.get("/metrics").text.splitlines()
+                       if line.startswith('mqe_batch_size_count{policy="img"}')]
+            assert float(batches[0].split()[-1]) == 3  # inline acts are counted as batches of one
+            assert not app.state.server.pending.expecting  # every request withdrawn
+        assert [a is not None for a in acted] == [inline] * 3  # inline only when asked
+    for worker, inline in zip(answers[False], answers[True], strict=True):
+        np.testing.assert_array_equal(inline["action"], worker["action"])
+        assert inline["distance"] == worker["distance"]

@@ -1,4 +1,4 @@
-"""MicroBatcher and GoalCache without a model: batching, the wait rule, the keeper, LRU eviction."""
+"""MicroBatcher and GoalCache without a model: batching, the wait rule, the keeper, inline acts, LRU eviction."""
 
 from __future__ import annotations
 
@@ -131,6 +131,83 @@ def test_no_keeper_without_keep_warm_ms_and_a_failing_keeper_stops_quietly():
             batcher.submit(failing, np.zeros(2), np.zeros(2)).result(5)
         failing.fail = False
         assert batcher.submit(failing, np.ones(2), np.ones(2)).result(5).action.tolist() == [2.0, 2.0]
+    finally:
+        batcher.close()
+
+
+class ThreadRecordingRuntime(FakeRuntime):
+    """Also records which thread ran each act."""
+
+    def __init__(self, delay: float = 0.0):
+        super().__init__(delay)
+        self.threads: list[str] = []
+
+    def act_batch(self, observations, goals):
+        self.threads.append(threading.current_thread().name)
+        return super().act_batch(observations, goals)
+
+
+def test_a_lone_request_acts_on_the_calling_thread_only_when_inline_is_on():
+    pending = PendingCounter()
+    off = MicroBatcher("dev", pending=pending)
+    on = MicroBatcher("dev", pending=pending, inline=True)
+    runtime = ThreadRecordingRuntime()
+    try:
+        pending.announce()  # as the app does before it parses the request
+        assert off.try_inline(runtime, np.ones(2), np.ones(2)) is None and runtime.calls == []
+        result = on.try_inline(runtime, np.full(2, 2.0), np.ones(2))
+        assert not pending.expecting  # withdrawn by the inline act
+    finally:
+        off.close()
+        on.close()
+    np.testing.assert_array_equal(result.action, [3.0, 3.0])
+    assert result.batch_size == 1 and result.distance == 3.0 and result.queue_ms < 50
+    assert runtime.threads == [threading.current_thread().name]
+
+
+def test_inline_gives_way_to_other_requests_and_to_a_busy_device():
+    pending = PendingCounter()
+    batcher = MicroBatcher("dev", max_wait_ms=0, pending=pending, inline=True)
+    runtime = ThreadRecordingRuntime(delay=0.2)
+    try:
+        pending.announce()
+        pending.announce()  # a second request is being parsed
+        assert batcher.try_inline(runtime, np.ones(2), np.ones(2)) is None
+        pending.withdraw()
+        busy = batcher.submit(runtime, np.zeros(2), np.zeros(2))  # the worker acts for 0.2 s
+        time.sleep(0.05)
+        assert batcher.try_inline(runtime, np.ones(2), np.ones(2)) is None  # the device is acting
+        assert pending.expecting  # not withdrawn: the caller submits instead
+        busy.result(5)
+        queued = batcher.submit(runtime, np.ones(2), np.zeros(2))  # queued behind nothing, taken at once
+        assert queued.result(5).batch_size == 1
+    finally:
+        batcher.close()
+    assert runtime.calls == [1, 1] and set(runtime.threads) == {"batcher-dev"}
+
+
+def test_an_inline_fault_reaches_its_caller_and_an_inline_act_restarts_an_idle_keeper():
+    kept: list[str] = []
+    pending = PendingCounter()
+    batcher = MicroBatcher("dev", pending=pending, keep_warm_ms=5, keep_warm_for_s=0.2,
+                           on_keep_warm=kept.append, inline=True)
+    runtime = ThreadRecordingRuntime()
+    try:
+        runtime.fail = True
+        pending.announce()
+        with pytest.raises(RuntimeError, match="device lost"):
+            batcher.try_inline(runtime, np.zeros(2), np.zeros(2))
+        assert not pending.expecting
+        runtime.fail = False
+        time.sleep(0.1)
+        assert kept == []  # a failed act leaves nothing for the keeper to rerun
+        pending.announce()
+        assert batcher.try_inline(runtime, np.full(2, 1.0), np.full(2, 2.0)).batch_size == 1
+        time.sleep(0.1)  # the worker sat in a plain wait; the inline act woke it to keep warm
+        assert len(kept) >= 3 and set(runtime.threads[2:]) == {"batcher-dev"}
+        for observations, goals in runtime.inputs[2:]:  # the inline request's inputs, rerun
+            np.testing.assert_array_equal(observations, [[1.0, 1.0]])
+            np.testing.assert_array_equal(goals, [[2.0, 2.0]])
     finally:
         batcher.close()
 

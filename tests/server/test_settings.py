@@ -74,6 +74,13 @@ def test_convolutions_are_matmuls_on_gpus_only_unless_told():
     assert parse([], {"MQE_SERVE_CONV": "matmul"}).conv == "matmul"
 
 
+def test_lone_requests_go_through_the_worker_unless_told():
+    assert not ServeSettings().inline_lone_requests
+    assert parse(["--inline-lone-requests"], {}).inline_lone_requests
+    assert parse([], {"MQE_SERVE_INLINE_LONE_REQUESTS": "true"}).inline_lone_requests
+    assert not parse(["--no-inline-lone-requests"], {"MQE_SERVE_INLINE_LONE_REQUESTS": "1"}).inline_lone_requests
+
+
 def test_frames_go_through_device_memory_unless_told(capsys):
     assert ServeSettings().io == "device"
     assert parse(["--io", "host"], {}).io == "host"
