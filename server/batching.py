@@ -175,12 +175,16 @@ class MicroBatcher:
                 jobs.append(job)
         return jobs, False
 
-    def _next(self) -> _Job | None:
-        """The next queued item; while it has not come, a keeper act every `keep_warm_ms`."""
+    def _next(self) -> _Job | object | None:
+        """The next queued item (a job, `_WAKE` or None to stop); while it has not come, a keeper act
+        every `keep_warm_ms`."""
         while self._recent is not None and self.keep_warm_s > 0:
-            if time.perf_counter() - self._recent.answered > self.keep_warm_for_s:
-                self._recent = None
-                break
+            recent = self._recent
+            if time.perf_counter() - recent.answered > self.keep_warm_for_s:
+                with self._acting:  # unless an inline act has just answered a newer request
+                    if self._recent is recent:
+                        self._recent = None
+                continue
             try:
                 return self._queue.get(timeout=self.keep_warm_s)
             except queue.Empty:
