@@ -18,6 +18,7 @@ XLA picks for the smallest bucket's act (`device_layouts`), so no executable re-
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import time
@@ -194,9 +195,10 @@ class PolicyRuntime:
         return jax.jit(act, in_shardings=shardings, out_shardings=self._frames_at).lower(
             params, observations, codes).compile()
 
-    @property
+    @functools.cached_property
     def _frames_at(self) -> jax.sharding.Sharding:
-        """Where each act takes its frames and leaves its answers: pinned host memory with `host_io`."""
+        """Where each act takes its frames and leaves its answers: pinned host memory with `host_io`
+        (built once: every host-io act puts its frame there)."""
         on_device = jax.sharding.SingleDeviceSharding(self.device)
         return on_device.with_memory_kind(HOST_MEMORY) if self.host_io else on_device
 
