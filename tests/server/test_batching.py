@@ -175,7 +175,8 @@ def test_inline_gives_way_to_other_requests_and_to_a_busy_device():
         assert batcher.try_inline(runtime, np.ones(2), np.ones(2)) is None
         pending.withdraw()
         busy = batcher.submit(runtime, np.zeros(2), np.zeros(2))  # the worker acts for 0.2 s
-        time.sleep(0.05)
+        while not runtime.calls:  # until the worker is inside that act
+            time.sleep(0.001)
         assert batcher.try_inline(runtime, np.ones(2), np.ones(2)) is None  # the device is acting
         assert pending.expecting  # not withdrawn: the caller submits instead
         busy.result(5)
