@@ -77,10 +77,10 @@ def bare_act_ms(checkpoint: Path, size: int, runs: int, stack_encoders: str, con
 
     from server.runtime import PolicyRuntime
 
-    settings, platform = ServeSettings(stack_encoders=stack_encoders, conv=conv), jax.devices()[0].platform
+    settings, platform = ServeSettings(stack_encoders=stack_encoders, conv=conv, io=io), jax.devices()[0].platform
     start = time.perf_counter()
     runtime = PolicyRuntime.load(checkpoint, buckets=(1,), encoders=settings.encoders_on(platform),
-                                 conv=settings.conv_on(platform), host_io=io == "host")
+                                 conv=settings.conv_on(platform), host_io=settings.host_io)
     load_s = time.perf_counter() - start
     rng = np.random.default_rng(0)
     goal = runtime.encode_goal(rng.integers(0, 256, (size, size, 3), dtype=np.uint8))

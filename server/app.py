@@ -56,7 +56,7 @@ def load_runtimes(settings: ServeSettings) -> dict[str, Any]:
         device = devices[i % len(devices)]
         runtimes[name] = PolicyRuntime.load(path, settings.batch_buckets, device, settings.max_image_pixels,
                                             name, settings.encoders_on(device.platform), conv=settings.conv_on(device.platform),
-                                            host_io=settings.io == "host")
+                                            host_io=settings.host_io)
     return runtimes
 
 

@@ -150,6 +150,11 @@ class ServeSettings:
             return "matmul" if platform == "gpu" else "xla"
         return self.conv
 
+    @property
+    def host_io(self) -> bool:
+        """Whether acts take their frames from pinned host memory (`PolicyRuntime.load`'s `host_io`)."""
+        return self.io == "host"
+
     def xla_flags(self, current: str) -> str:
         """The XLA_FLAGS the server runs with: `current` (the environment's) and `cuda_graph_min_size`,
         unless `current` sets that size itself. XLA's default (5) leaves runs of fewer kernels outside CUDA

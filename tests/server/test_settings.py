@@ -82,7 +82,7 @@ def test_lone_requests_go_through_the_worker_unless_told():
 
 
 def test_frames_go_through_device_memory_unless_told(capsys):
-    assert ServeSettings().io == "device"
+    assert ServeSettings().io == "device" and not ServeSettings().host_io and ServeSettings(io="host").host_io
     assert parse(["--io", "host"], {}).io == "host"
     assert parse([], {"MQE_SERVE_IO": "host"}).io == "host"
     with pytest.raises(SystemExit):  # tyro reports the settings' error in one box, no traceback
