@@ -106,9 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     compute = _run_mean(before, after, "compute")
     rtt, decode, infer, total = p50(0), p50(1), p50(2), p50(3)
     outside = statistics.median(s[0] - s[3] for s in samples)
+    inline = _total(after, "mqe_inline_acts_total") - _total(before, "mqe_inline_acts_total")
     print(f"policy {args.policy}, {len(samples)} requests at "
           f"{'back to back' if period == 0 else f'{args.hz:g} Hz'}, one PolicyClient on loopback"
-          f"{', lone requests inline' if args.inline_lone_requests else ''}")
+          f"{f', lone requests inline ({inline:.0f} acted inline)' if args.inline_lone_requests else ''}")
     print(f"round trip ms: p50 {rtt:.3f}  p90 {np.percentile([s[0] for s in samples], 90):.3f}  "
           f"p99 {np.percentile([s[0] for s in samples], 99):.3f}")
     print(f"server ms, p50: decode {decode:.3f}  infer {infer:.3f}  total {total:.3f};  "
@@ -116,6 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"overhead ms (p50 round trip - model): {rtt - compute:.3f} = client + HTTP {outside:.3f} "
           f"+ decode {decode:.3f} + hand-off {infer - compute:.3f} (p50s; parts need not add up exactly)")
     return 0
+
+
+def _total(text: str, sample: str) -> float:
+    """The sum of a counter's samples (every label set) in a /metrics text."""
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(sample))
 
 
 def _run_mean(before: str, after: str, stage: str) -> float:

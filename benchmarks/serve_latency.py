@@ -222,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         samples, errors, drivers = drive(url, size, args)
         metrics = httpx.get(url + "/metrics").text.splitlines()
         batch_line = [x for x in metrics if x.startswith("mqe_batch_size_sum") or x.startswith("mqe_batch_size_count")]
-        keeper_acts = sum(float(x.split()[-1]) for x in metrics if x.startswith("mqe_keep_warm_acts_total"))
+        keeper_acts, inline_acts = (sum(float(x.split()[-1]) for x in metrics if x.startswith(f"{name}_total"))
+                                    for name in ("mqe_keep_warm_acts", "mqe_inline_acts"))
     finally:
         server.terminate()
         server.wait(15)
@@ -248,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"server {name} ms: p50 {percentile(values, 50):.2f}  p99 {percentile(values, 99):.2f}")
     print(f"mean batch size: {mean_batch:.2f}")
     print(f"keeper acts: {keeper_acts:.0f}")
+    print(f"inline acts: {inline_acts:.0f}")
     print(f"bare PolicyRuntime.act (batch 1, in-process): {bare_ms:.2f} ms (load+warm {load_s:.1f} s)")
     print(f"ratio p50 round trip / bare act: {percentile(rtt, 50) / bare_ms:.3f}")
     return 0 if not errors else 1

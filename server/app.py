@@ -93,7 +93,8 @@ class ServerState:
                                                      max(self.settings.batch_buckets), self.pending,
                                                      self.metrics.observe_batch, self.settings.keep_warm_ms,
                                                      self.settings.keep_warm_for_s, self.metrics.observe_keep_warm,
-                                                     inline=self.settings.inline_lone_requests)
+                                                     inline=self.settings.inline_lone_requests,
+                                                     on_inline=self.metrics.observe_inline)
                 self.batchers[name] = by_device[device]
                 self.metrics.warmup_seconds.labels(name).set(getattr(runtime, "warmup_s", 0.0))
             self.runtimes = runtimes

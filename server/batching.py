@@ -14,10 +14,14 @@ last request: on an H200 one robot's served round trip at 5 Hz was 0.81-0.86x wi
 keeper run once per request, timed to end just before a steady robot's next request was due, measured
 slower there and was removed.) A request that arrives during a keeper's act waits for it to finish.
 
-With `inline`, a lone request (no other queued or on its way, the device idle) runs its act on the
-calling thread, the event loop's, through `try_inline`: it skips the hand-off to the worker and the
-wake-up of the loop after it, two thread switches that cost 0.2-0.4 ms at 5 Hz (docs/benchmarks.md,
-issue 6); the loop is blocked for that act, so requests that arrive meanwhile are read after it.
+With `inline`, a lone request (no other queued or on its way, none arrived in the `LONE_GAP_S`
+before it, the device idle) runs its act on the calling thread, the event loop's, through
+`try_inline`: it skips the hand-off to the worker and the wake-up of the loop after it, two thread
+switches that cost 0.2-0.4 ms at 5 Hz (docs/benchmarks.md, issue 6); the loop is blocked for that act,
+so requests that arrive meanwhile are read after it. The gap rule is what keeps a crowd off that path:
+requests that came in during an inline act are not yet announced when the next one is decided (the
+loop had not read them), so without it 100 robots on an H200 were all acted inline, one by one, and
+waited 213 ms (p50) instead of 4.8.
 """
 
 from __future__ import annotations
@@ -68,6 +72,10 @@ class _Recent:
 
 _WAKE = object()  # queued after an inline act, so that a worker idle without a keeper starts one
 
+# A request is lone only if the one before it arrived at least this long before (seconds): one robot
+# up to 50 Hz qualifies; 100 robots at 5 Hz arrive ~2 ms apart, 10 robots ~20 ms apart half the time.
+LONE_GAP_S = 0.02
+
 
 class PendingCounter:
     """Requests that arrived and are being parsed: the batchers wait for them, nobody else."""
@@ -75,11 +83,13 @@ class PendingCounter:
     def __init__(self) -> None:
         self._count = 0
         self._lock = threading.Lock()
+        self._arrivals = (-float("inf"), -float("inf"))  # perf_counter() of the two latest announces
 
     def announce(self) -> None:
         """A request has arrived and will submit (or `withdraw`) shortly."""
         with self._lock:
             self._count += 1
+            self._arrivals = (self._arrivals[1], time.perf_counter())
 
     def withdraw(self) -> None:
         """An announced request has submitted, or will not (it failed validation)."""
@@ -96,6 +106,13 @@ class PendingCounter:
         """Whether a request besides the caller's own (announced, not yet withdrawn) is on its way."""
         return self._count > 1
 
+    def quiet_for(self, seconds: float) -> bool:
+        """Whether no request besides the caller's own has arrived in the last `seconds`: the older of
+        the two latest arrivals is that old (had another come after the caller's, the older would be
+        the caller's own, which is recent)."""
+        with self._lock:
+            return time.perf_counter() - self._arrivals[0] >= seconds
+
 
 class MicroBatcher:
     """A worker thread for one device; `submit` from any thread, `close` to stop."""
@@ -104,7 +121,8 @@ class MicroBatcher:
                  pending: PendingCounter | None = None,
                  on_batch: Callable[[str, int, float], None] | None = None,
                  keep_warm_ms: float = 0.0, keep_warm_for_s: float = 5.0,
-                 on_keep_warm: Callable[[str], None] | None = None, inline: bool = False):
+                 on_keep_warm: Callable[[str], None] | None = None, inline: bool = False,
+                 on_inline: Callable[[str], None] | None = None):
         self.name = name  # device name, for logs and metrics
         self.max_wait_s = max_wait_ms / 1000.0
         self.max_batch = max_batch
@@ -114,6 +132,7 @@ class MicroBatcher:
         self.keep_warm_for_s = keep_warm_for_s
         self._on_keep_warm = on_keep_warm  # metrics hook: (device name), once per keeper act
         self.inline = inline  # lone requests may act on the submitting thread (`try_inline`)
+        self._on_inline = on_inline  # metrics hook: (device name), once per inline act
         self._acting = threading.Lock()  # held by whichever thread runs an act on this device
         self._recent: _Recent | None = None  # written under _acting
         self._queue: queue.Queue[_Job | object | None] = queue.Queue()
@@ -131,10 +150,12 @@ class MicroBatcher:
     def try_inline(self, runtime: Any, observation: np.ndarray, goal: np.ndarray) -> ActResult | None:
         """With `inline`, a lone request's `ActResult`, its act run on the calling thread (the model's
         exception raised); None, and nothing run, when the request must go through `submit`: inline is
-        off, requests are queued, another besides the caller's is on its way, or the device is acting.
+        off, requests are queued, another besides the caller's is on its way or arrived in the last
+        `LONE_GAP_S`, or the device is acting.
         The caller's request must be announced to `pending`; it is withdrawn here when it acts inline,
         so that other devices' workers do not wait for it."""
-        if not self.inline or self.pending.expecting_others or not self._queue.empty():
+        if (not self.inline or self.pending.expecting_others or not self._queue.empty()
+                or not self.pending.quiet_for(LONE_GAP_S)):
             return None
         if not self._acting.acquire(blocking=False):
             return None
@@ -147,6 +168,8 @@ class MicroBatcher:
             self._acting.release()
         if keeper_idle and self.keep_warm_s > 0 and self._recent is not None:
             self._queue.put(_WAKE)
+        if self._on_inline is not None:
+            self._on_inline(self.name)
         return job.future.result()
 
     def close(self, timeout: float = 5.0) -> None:

@@ -35,6 +35,8 @@ class ServerMetrics:
         self.goals_uploaded = Counter("mqe_goals_uploaded", "Goals uploaded", ["policy"], registry=r)
         self.keep_warm_acts = Counter("mqe_keep_warm_acts", "Acts a keeper ran between requests "
                                       "(--keep-warm-ms), by device", ["device"], registry=r)
+        self.inline_acts = Counter("mqe_inline_acts", "Requests acted on the event loop thread, not the "
+                                   "batch worker (--inline-lone-requests), by device", ["device"], registry=r)
         self.ready = Gauge("mqe_ready", "1 once every policy is loaded and warmed", registry=r)
         self.warmup_seconds = Gauge("mqe_warmup_seconds", "Compile + warm-up time per policy",
                                     ["policy"], registry=r)
@@ -55,6 +57,10 @@ class ServerMetrics:
     def observe_keep_warm(self, device: str) -> None:
         """Count one keeper act (the batcher's hook)."""
         self.child(self.keep_warm_acts, device).inc()
+
+    def observe_inline(self, device: str) -> None:
+        """Count one inline act (the batcher's hook)."""
+        self.child(self.inline_acts, device).inc()
 
     def render(self) -> bytes:
         """The Prometheus text exposition."""

@@ -58,7 +58,7 @@ class ServeSettings:
     max_wait_ms: float = 2.0  # longest a request waits for others to fill its micro-batch
     keep_warm_ms: float = 0.0  # while waiting for the next request, rerun the last act every this many ms (0: off); costs device time
     keep_warm_for_s: float = 5.0  # the periodic keeper (--keep-warm-ms) stops this many seconds after the last request
-    inline_lone_requests: bool = False  # a request alone on an idle device runs its act on the event loop thread: no hand-off to the batch worker and back (0.2-0.4 ms at 5 Hz), but the loop reads no other request during that act
+    inline_lone_requests: bool = False  # a request alone on an idle device, none other in the 20 ms before it, runs its act on the event loop thread: no hand-off to the batch worker and back (0.2-0.4 ms at 5 Hz), but the loop reads no other request during that act
     goal_cache_size: int = 4096  # goals kept (least recently used evicted first)
     compilation_cache: str = "~/.cache/mqe-deploy/jax"  # persistent JAX compilation cache; "" disables
     episode_idle_s: float = 30.0  # an episode without requests for this long is logged as ended

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from server_helpers import decoded
 
 from server import protocol
 from server.app import create_app
+from server.batching import LONE_GAP_S
 from server.protocol import ErrorCode
 from server.settings import ServeSettings
 
@@ -205,12 +207,17 @@ def test_a_lone_request_acted_inline_gets_the_answer_the_worker_gives(image_ckpt
             batcher.try_inline = recording(batcher.try_inline, acted)
             goal_id = decoded(client.post("/v1/goals", content=protocol.packb({"image": image}),
                                           headers=msgpack))["goal_id"]
-            answers[inline] = [decoded(client.post("/v1/act", content=protocol.packb(
-                {"image": image, "goal_id": goal_id}), headers=msgpack)) for _ in range(3)]
+            answers[inline] = []
+            for _ in range(3):
+                time.sleep(LONE_GAP_S)  # the requests come one by one, as from one robot, not a crowd
+                answers[inline].append(decoded(client.post("/v1/act", content=protocol.packb(
+                    {"image": image, "goal_id": goal_id}), headers=msgpack)))
             assert request_counts(client, "/v1/act") == {"200": 3}
-            batches = [line for line in client.get("/metrics").text.splitlines()
-                       if line.startswith('mqe_batch_size_count{policy="img"}')]
+            exposed = client.get("/metrics").text.splitlines()
+            batches = [line for line in exposed if line.startswith('mqe_batch_size_count{policy="img"}')]
             assert float(batches[0].split()[-1]) == 3  # inline acts are counted as batches of one
+            inline_acts = [float(line.split()[-1]) for line in exposed if line.startswith("mqe_inline_acts_total")]
+            assert inline_acts == ([3.0] if inline else [])
             assert not app.state.server.pending.expecting  # every request withdrawn
         assert [a is not None for a in acted] == [inline] * 3  # inline only when asked
     for worker, inline in zip(answers[False], answers[True], strict=True):

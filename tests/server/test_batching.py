@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from server.batching import MicroBatcher, PendingCounter
+from server.batching import LONE_GAP_S, MicroBatcher, PendingCounter
 from server.goals import GoalCache
 from server.protocol import ErrorCode, ProtocolError
 
@@ -185,6 +185,32 @@ def test_inline_gives_way_to_other_requests_and_to_a_busy_device():
     finally:
         batcher.close()
     assert runtime.calls == [1, 1] and set(runtime.threads) == {"batcher-dev"}
+
+
+def test_a_request_that_follows_another_closely_is_not_lone():
+    pending = PendingCounter()
+    inlined: list[str] = []
+    batcher = MicroBatcher("dev", max_wait_ms=0, pending=pending, inline=True, on_inline=inlined.append)
+    runtime = ThreadRecordingRuntime()
+    try:
+        assert pending.quiet_for(LONE_GAP_S)  # nothing has arrived yet
+        pending.announce()
+        assert pending.quiet_for(LONE_GAP_S)  # only the caller's own request
+        assert batcher.try_inline(runtime, np.ones(2), np.ones(2)) is not None
+        pending.announce()  # a second robot, right behind the first: its predecessor is recent
+        assert not pending.quiet_for(LONE_GAP_S) and pending.quiet_for(0.0)
+        assert batcher.try_inline(runtime, np.ones(2), np.ones(2)) is None
+        assert pending.expecting  # not withdrawn: the caller submits instead
+        pending.withdraw()
+        time.sleep(LONE_GAP_S * 1.5)
+        pending.announce()  # the first robot again, one gap after the last arrival
+        assert batcher.try_inline(runtime, np.ones(2), np.ones(2)) is not None
+        pending.announce()
+        pending.announce()  # another arrives after the caller's: the caller's own is now the older one
+        assert not pending.quiet_for(LONE_GAP_S)
+    finally:
+        batcher.close()
+    assert runtime.calls == [1, 1] and inlined == ["dev", "dev"]
 
 
 def test_an_inline_fault_reaches_its_caller_and_an_inline_act_restarts_an_idle_keeper():
