@@ -58,7 +58,7 @@ class Args:
     stack_encoders: StackEncoders = "auto"  # mqe-serve's --stack-encoders; the bare act uses the same
     conv: Conv = "auto"  # mqe-serve's --conv; the bare act uses the same
     io: FramesIO = "device"  # mqe-serve's --io (frames in and answers out through device or pinned host memory); the bare act uses the same
-    inline_lone_requests: bool = False  # mqe-serve's --inline-lone-requests (a lone request acts on the event loop thread)
+    inline_lone_requests: bool = True  # mqe-serve's --inline-lone-requests (a lone request acts on the event loop thread); --no-inline-lone-requests: always the batch worker
     keep_warm_ms: float = 0.0  # mqe-serve's --keep-warm-ms (the keeper reruns the last act between requests; 0: off)
     cuda_graph_min_size: int = 1  # mqe-serve's --cuda-graph-min-size; the bare act uses the same
 
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
            "--batch-buckets", *map(str, args.buckets), "--stack-encoders", args.stack_encoders,
            "--conv", args.conv, "--io", args.io, "--keep-warm-ms", f"{args.keep_warm_ms:g}",
            "--cuda-graph-min-size", str(args.cuda_graph_min_size),
-           *(["--inline-lone-requests"] if args.inline_lone_requests else [])]
+           "--inline-lone-requests" if args.inline_lone_requests else "--no-inline-lone-requests"]
     started = time.perf_counter()
     server = subprocess.Popen(cmd, env=env, cwd=REPO)
     url = f"http://127.0.0.1:{port}"
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.robots} robot(s) at {args.hz} Hz for {args.seconds:.0f} s over {drivers} driver "
           f"process(es), image {size}x{size}, --stack-encoders {args.stack_encoders} (encoders {encoders}), "
           f"--conv {args.conv} (convolutions {conv}), --io {args.io}, "
-          f"{'--inline-lone-requests, ' if args.inline_lone_requests else ''}--keep-warm-ms {args.keep_warm_ms:g}, --cuda-graph-min-size {args.cuda_graph_min_size} "
+          f"{'--inline-lone-requests' if args.inline_lone_requests else '--no-inline-lone-requests'}, --keep-warm-ms {args.keep_warm_ms:g}, --cuda-graph-min-size {args.cuda_graph_min_size} "
           f"(XLA_FLAGS {os.environ.get('XLA_FLAGS') or 'unset'})")
     print(f"cold start to ready: {ready_s:.1f} s (compilation cache {args.compilation_cache})")
     print(f"requests: {len(rtt)} ok, {len(errors)} errors" + (f" (first: {errors[0]})" if errors else ""))

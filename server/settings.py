@@ -58,14 +58,14 @@ class ServeSettings:
     max_wait_ms: float = 2.0  # longest a request waits for others to fill its micro-batch
     keep_warm_ms: float = 0.0  # while waiting for the next request, rerun the last act every this many ms (0: off); costs device time
     keep_warm_for_s: float = 5.0  # the periodic keeper (--keep-warm-ms) stops this many seconds after the last request
-    inline_lone_requests: bool = False  # a request alone on an idle device, none other in the 20 ms before it, runs its act on the event loop thread: no hand-off to the batch worker and back (0.2-0.4 ms at 5 Hz), but the loop reads no other request during that act
+    inline_lone_requests: bool = True  # a request alone on an idle device, none other in the 20 ms before it, runs its act on the event loop thread: no hand-off to the batch worker and back (~0.2 ms at 5 Hz), but the loop reads no other request during that act
     goal_cache_size: int = 4096  # goals kept (least recently used evicted first)
     compilation_cache: str = "~/.cache/mqe-deploy/jax"  # persistent JAX compilation cache; "" disables
     episode_idle_s: float = 30.0  # an episode without requests for this long is logged as ended
     log_level: str = "info"  # debug logs one line per request; info one per episode
     stack_encoders: StackEncoders = "auto"  # image MQE: actor and critic encoders as one network (on: vmapped; twin: one ResNet twice as wide); auto: twin, except on CPUs (separate)
     conv: Conv = "auto"  # image policies' convolutions: xla (XLA's op, cuDNN on GPUs), matmul (strided slices and one matmul each, which CUDA graphs hold whole), auto: matmul on GPUs only; the same actions to rounding
-    io: FramesIO = "device"  # where each act takes its frames and leaves its answers: device (a copy before the act and one after) or host (pinned host memory, the copies inside the compiled act; 0.94x the act at 5 Hz in-process on an H200, not yet measured served)
+    io: FramesIO = "device"  # where each act takes its frames and leaves its answers: device (a copy before the act and one after) or host (pinned host memory, the copies inside the compiled act; 0.94x the act at 5 Hz in-process on an H200, 0.75-1.05x one robot's round trip served)
     cuda_graph_min_size: int = 1  # GPUs: the fewest kernels XLA puts in one CUDA graph (its XLA_FLAGS --xla_gpu_graph_min_graph_size); 0 leaves XLA's default (5); a size in XLA_FLAGS wins
 
     def __post_init__(self) -> None:

@@ -9,8 +9,7 @@ from benchmarks import request_overhead
 
 def test_one_robot_back_to_back_reports_the_overhead_and_its_parts_with_lone_requests_inline(capsys):
     # 20 Hz: the requests arrive 50 ms apart, so each is lone (LONE_GAP_S); back to back none would be
-    args = ["--policy", "state", "--hz", "20", "--seconds", "1.5", "--warmup", "5", "--buckets", "1",
-            "--inline-lone-requests"]
+    args = ["--policy", "state", "--hz", "20", "--seconds", "1.5", "--warmup", "5", "--buckets", "1"]  # inline: the default
     assert request_overhead.main(args) == 0
     out = capsys.readouterr().out
     requests, inline = map(int, re.search(

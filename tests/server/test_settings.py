@@ -74,11 +74,11 @@ def test_convolutions_are_matmuls_on_gpus_only_unless_told():
     assert parse([], {"MQE_SERVE_CONV": "matmul"}).conv == "matmul"
 
 
-def test_lone_requests_go_through_the_worker_unless_told():
-    assert not ServeSettings().inline_lone_requests
-    assert parse(["--inline-lone-requests"], {}).inline_lone_requests
-    assert parse([], {"MQE_SERVE_INLINE_LONE_REQUESTS": "true"}).inline_lone_requests
-    assert not parse(["--no-inline-lone-requests"], {"MQE_SERVE_INLINE_LONE_REQUESTS": "1"}).inline_lone_requests
+def test_lone_requests_act_inline_unless_told():
+    assert ServeSettings().inline_lone_requests and parse([], {}).inline_lone_requests
+    assert not parse(["--no-inline-lone-requests"], {}).inline_lone_requests
+    assert not parse([], {"MQE_SERVE_INLINE_LONE_REQUESTS": "false"}).inline_lone_requests
+    assert parse(["--inline-lone-requests"], {"MQE_SERVE_INLINE_LONE_REQUESTS": "0"}).inline_lone_requests
 
 
 def test_frames_go_through_device_memory_unless_told(capsys):

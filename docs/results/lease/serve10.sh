@@ -7,7 +7,7 @@
 # 100 robots' p99 (inline: the loop reads no request while it acts). ROWS= or CROWD= skips a part.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl .whl3/*.whl
 export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1
-flags() { echo "--io $1 $([ "$2" = inline ] && echo --inline-lone-requests)"; }
+flags() { echo "--io $1 $([ "$2" = inline ] && echo --inline-lone-requests || echo --no-inline-lone-requests)"; }
 date +%T
 for row in ${ROWS-0:device:- 0:host:- 0:device:inline 5:device:- 5:host:- 5:host:inline}; do
   IFS=: read keeper io inline <<< "$row"
