@@ -67,6 +67,7 @@ class MQEConfig:
     lam: float = 0.95  # waypoint discount lambda: waypoints are Geom(1 - lambda) steps ahead
     p_next: float = 0.2  # probability that the waypoint is the next state (k' = 1)
     max_waypoint_offset: int = 0  # cap on the waypoint offset k', in steps; 0: capped at the goal's offset only (DESIGN.md)
+    max_goal_offset: int = 0  # cap on the critic goal's offset K, in steps (as a short trajectory's end caps it); 0: the trajectory end only (DESIGN.md)
     alpha: float = 1.0  # behaviour-cloning weight of the actor loss
     actor_p_random_goal: float = 0.0  # chance an actor goal is a random state, not a future one (OGBench stitch: 0.5)
     actor_bc_on_random_goals: bool = True  # BC on random actor goals too (OGBench); False: own-trajectory goals only (the paper's L_mu)
@@ -91,8 +92,9 @@ class MQEConfig:
             )
         if not (0 < self.gamma < 1 and 0 < self.lam < 1 and 0 <= self.p_next <= 1):
             raise ValueError("need 0 < gamma < 1, 0 < lam < 1 and 0 <= p_next <= 1")
-        if self.max_waypoint_offset < 0:
-            raise ValueError(f"max_waypoint_offset={self.max_waypoint_offset}: a number of steps >= 1, or 0 for no cap")
+        for name in ("max_waypoint_offset", "max_goal_offset"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}={getattr(self, name)}: a number of steps >= 1, or 0 for no cap")
         if self.pairwise not in ("fused", "naive", "pallas"):
             raise ValueError(f"pairwise must be 'fused', 'pallas' or 'naive', got {self.pairwise!r}")
         if self.matmul_precision not in ("float32", "tensorfloat32", "bfloat16"):

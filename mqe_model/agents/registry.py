@@ -62,7 +62,8 @@ def make_sampler(name: str, dataset: Dataset, config: Any) -> GoalSampler | Rela
         return GoalSampler(dataset, SamplerConfig(config.gamma, config.lam, config.p_next,
                                                   config.actor_p_random_goal,
                                                   mark_own_actor_goals=not config.actor_bc_on_random_goals,
-                                                  max_waypoint_offset=config.max_waypoint_offset))
+                                                  max_waypoint_offset=config.max_waypoint_offset,
+                                                  max_goal_offset=config.max_goal_offset))
     if name == "gcbc":
         return RelabelSampler(dataset, RelabelConfig(False, p_random_actor_goal=config.actor_p_random_goal))
     c = config

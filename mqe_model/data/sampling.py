@@ -1,7 +1,8 @@
 """Goal and waypoint sampling over trajectories (MQE paper, eq. for the geometric waypoint).
 
 For a state s_t with `steps_to_end` steps left in its trajectory:
-- the critic goal is s_{t+K}, K ~ Geom(1 - gamma), capped at the trajectory end;
+- the critic goal is s_{t+K}, K ~ Geom(1 - gamma), capped at the trajectory end (and, optionally, at a
+  fixed number of steps: what a dataset of short trajectories does to every goal);
 - the waypoint is s_{t+k'}: with probability p the next state (k' = 1), otherwise
   k' ~ Geom(1 - lambda) capped at K;
 - the actor goal is a uniformly drawn future state of the same trajectory, or, with probability
@@ -26,17 +27,22 @@ def sample_offsets(
     lam: float,
     p_next: float,
     max_waypoint_offset: int = 0,
+    max_goal_offset: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Goal and waypoint offsets with 1 <= waypoint_offset <= goal_offset <= steps_to_end; with
-    `max_waypoint_offset` > 0 the waypoint is also at most that many steps ahead (0: no such cap)."""
+    `max_waypoint_offset` > 0 the waypoint is also at most that many steps ahead, and with
+    `max_goal_offset` > 0 the goal (and so the waypoint) too (0: no such cap)."""
     steps_to_end = np.asarray(steps_to_end)
     if steps_to_end.size and steps_to_end.min() < 1:
         raise ValueError("steps_to_end must be >= 1: a state at a trajectory end has no future")
     if not (0.0 < gamma < 1.0 and 0.0 < lam < 1.0 and 0.0 <= p_next <= 1.0):
         raise ValueError(f"need 0 < gamma, lam < 1 and 0 <= p_next <= 1, got {gamma}, {lam}, {p_next}")
-    if max_waypoint_offset < 0:
-        raise ValueError(f"max_waypoint_offset {max_waypoint_offset}: must be >= 1, or 0 for no cap")
+    for name, cap in (("max_waypoint_offset", max_waypoint_offset), ("max_goal_offset", max_goal_offset)):
+        if cap < 0:
+            raise ValueError(f"{name} {cap}: must be >= 1, or 0 for no cap")
     goal_offset = np.minimum(rng.geometric(1.0 - gamma, size=steps_to_end.shape), steps_to_end)
+    if max_goal_offset:
+        goal_offset = np.minimum(goal_offset, max_goal_offset)
     geometric_waypoint = np.minimum(rng.geometric(1.0 - lam, size=steps_to_end.shape), goal_offset)
     if max_waypoint_offset:
         geometric_waypoint = np.minimum(geometric_waypoint, max_waypoint_offset)
@@ -85,6 +91,7 @@ class SamplerConfig:
     p_random_actor_goal: float = 0.0  # probability that the actor goal is a random dataset state
     mark_own_actor_goals: bool = False  # add "actor_goal_own" (1.0: own-trajectory goal, 0.0: random)
     max_waypoint_offset: int = 0  # waypoints at most this many steps ahead; 0: capped at the goal only
+    max_goal_offset: int = 0  # critic goals at most this many steps ahead; 0: capped at the trajectory end only
 
 
 class GoalSampler:
@@ -102,7 +109,7 @@ class GoalSampler:
         idx = rng.choice(self._starts, size=batch_size)
         steps_left = self._steps_to_end[idx]
         goal_offset, waypoint_offset = sample_offsets(rng, steps_left, c.gamma, c.lam, c.p_next,
-                                                    c.max_waypoint_offset)
+                                                    c.max_waypoint_offset, c.max_goal_offset)
         actor_goal, own = sample_marked_actor_goals(rng, idx, steps_left, self.dataset.size, c.p_random_actor_goal)
         obs = self.dataset.observations
         batch = {

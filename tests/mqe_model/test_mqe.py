@@ -12,6 +12,16 @@ from hypothesis import strategies as st
 from mqe_model.agents import mqe
 from mqe_model.agents.mqe import backup_loss, invariance_loss
 
+# The losses jitted once per config (the config is static): op-by-op they took most of these tests' time.
+critic_loss = jax.jit(mqe.critic_loss, static_argnums=2)
+actor_loss = jax.jit(mqe.actor_loss, static_argnums=2)
+actor_loss_and_grads = jax.jit(jax.value_and_grad(mqe.actor_loss, has_aux=True), static_argnums=2)
+
+
+def loss_grads(loss, config):
+    """The compiled gradient of `loss`'s total (critic_loss or actor_loss) with respect to the params."""
+    return jax.jit(jax.grad(lambda params, batch: loss(params, batch, config)[0]))
+
 
 def linex(dist, dist_w, k, gamma, clip=5.0):
     delta = dist - dist_w
@@ -78,8 +88,8 @@ def test_invariance_loss_by_hand():
 def test_the_squared_invariance_form_reaches_the_critic_loss(tiny):
     batch = make_batch(np.random.default_rng(13), tiny.batch_size)
     agent = mqe.MQEAgent.create(0, batch, tiny)
-    _, exp_info = mqe.critic_loss(agent.params, batch, tiny)
-    _, sq_info = mqe.critic_loss(agent.params, batch, dataclasses.replace(tiny, invariance_form="squared"))
+    _, exp_info = critic_loss(agent.params, batch, tiny)
+    _, sq_info = critic_loss(agent.params, batch, dataclasses.replace(tiny, invariance_form="squared"))
     forward = mqe.critic_forward(agent.params["critic"], batch, tiny)
     d = mqe.mrn_distance(forward.psi_states, forward.phi, tiny.num_components)
     assert float(sq_info["critic/invariance"]) == pytest.approx(float(jnp.mean(jnp.square(d))), rel=1e-5)
@@ -121,7 +131,7 @@ def test_update_changes_params_and_reports_namespaced_metrics(tiny):
 def test_actor_loss_sends_no_gradient_into_the_critic(tiny):
     batch = make_batch(np.random.default_rng(1), tiny.batch_size)
     agent = mqe.MQEAgent.create(0, batch, tiny)
-    grads = jax.grad(lambda p: mqe.actor_loss(p, batch, tiny)[0])(agent.params)
+    grads = loss_grads(actor_loss, tiny)(agent.params, batch)
     assert all(float(jnp.abs(g).max()) == 0.0 for g in jax.tree_util.tree_leaves(grads["critic"]))
     assert any(float(jnp.abs(g).max()) > 0.0 for g in jax.tree_util.tree_leaves(grads["actor"]))
 
@@ -131,7 +141,7 @@ def test_actor_q_takes_the_chosen_head(tiny, heads, reduce):
     config = dataclasses.replace(tiny, actor_heads=heads)
     batch = make_batch(np.random.default_rng(4), config.batch_size)
     agent = mqe.MQEAgent.create(0, batch, config)
-    _, info = mqe.actor_loss(agent.params, batch, config)
+    _, info = actor_loss(agent.params, batch, config)
     mean = mqe.Actor(config, 2).apply({"params": agent.params["actor"]}, batch["observations"], batch["actor_goals"])
     critic, frozen = mqe.Critic(config), {"params": agent.params["critic"]}
     phi = critic.apply(frozen, batch["observations"], jnp.clip(mean, -1, 1), method=mqe.Critic.phi)
@@ -153,13 +163,13 @@ def test_all_goal_pairs_average_the_q_of_every_state_with_every_goal(tiny):
     all_pairs = dataclasses.replace(config, actor_goal_pairs="all")
     batch = make_batch(np.random.default_rng(6), config.batch_size)
     agent = mqe.MQEAgent.create(0, batch, config)
-    _, info = mqe.actor_loss(agent.params, batch, all_pairs)
-    shifted = [mqe.actor_loss(agent.params, {**batch, "actor_goals": np.roll(batch["actor_goals"], k, axis=0)},
+    _, info = actor_loss(agent.params, batch, all_pairs)
+    shifted = [actor_loss(agent.params, {**batch, "actor_goals": np.roll(batch["actor_goals"], k, axis=0)},
                               config)[1] for k in range(config.batch_size)]
     assert float(info["actor/q"]) == pytest.approx(np.mean([float(i["actor/q"]) for i in shifted]), rel=1e-5)
     for key in ("actor/bc_loss", "actor/mse", "actor/log_prob"):
         assert float(info[key]) == pytest.approx(float(shifted[0][key]), rel=1e-5)
-    grads = jax.grad(lambda p: mqe.actor_loss(p, batch, all_pairs)[0])(agent.params)
+    grads = loss_grads(actor_loss, all_pairs)(agent.params, batch)
     assert all(float(jnp.abs(g).max()) == 0.0 for g in jax.tree_util.tree_leaves(grads["critic"]))
 
 
@@ -170,12 +180,12 @@ def test_sampled_goal_pairs_weight_the_own_goal_one_in_b_and_k_minus_1_next_rows
     sampled = dataclasses.replace(config, actor_goal_pairs="sampled", actor_goal_samples=3)
     batch = make_batch(np.random.default_rng(7), config.batch_size)
     agent = mqe.MQEAgent.create(0, batch, config)
-    _, info = mqe.actor_loss(agent.params, batch, sampled)
-    shifted = [float(mqe.actor_loss(agent.params, {**batch, "actor_goals": np.roll(batch["actor_goals"], -k, axis=0)},
+    _, info = actor_loss(agent.params, batch, sampled)
+    shifted = [float(actor_loss(agent.params, {**batch, "actor_goals": np.roll(batch["actor_goals"], -k, axis=0)},
                                     config)[1]["actor/q"]) for k in range(3)]
     expected = shifted[0] / 8 + (1 - 1 / 8) * np.mean(shifted[1:])
     assert float(info["actor/q"]) == pytest.approx(expected, rel=1e-5)
-    own_info = mqe.actor_loss(agent.params, batch, config)[1]
+    own_info = actor_loss(agent.params, batch, config)[1]
     for key in ("actor/bc_loss", "actor/mse", "actor/log_prob"):
         assert float(info[key]) == pytest.approx(float(own_info[key]), rel=1e-5)
 
@@ -186,8 +196,8 @@ def test_sampled_goal_pairs_with_every_row_are_all_pairs(tiny):
     sampled = dataclasses.replace(config, actor_goal_pairs="sampled", actor_goal_samples=6)
     batch = make_batch(np.random.default_rng(8), config.batch_size)
     agent = mqe.MQEAgent.create(0, batch, config)
-    (loss_all, info_all), grads_all = jax.value_and_grad(mqe.actor_loss, has_aux=True)(agent.params, batch, all_pairs)
-    (loss_k, info_k), grads_k = jax.value_and_grad(mqe.actor_loss, has_aux=True)(agent.params, batch, sampled)
+    (loss_all, info_all), grads_all = actor_loss_and_grads(agent.params, batch, all_pairs)
+    (loss_k, info_k), grads_k = actor_loss_and_grads(agent.params, batch, sampled)
     assert float(loss_k) == pytest.approx(float(loss_all), rel=1e-5)
     assert float(info_k["actor/q"]) == pytest.approx(float(info_all["actor/q"]), rel=1e-5)
     for g_all, g_k in zip(jax.tree_util.tree_leaves(grads_all), jax.tree_util.tree_leaves(grads_k), strict=True):
@@ -202,18 +212,18 @@ def test_bc_on_own_goals_only_clones_the_rows_whose_goal_is_their_own_future(tin
     rng = np.random.default_rng(9)
     batch = {**make_batch(rng, 8), "actor_goal_own": np.array([1, 0, 1, 1, 0, 0, 1, 0], np.float32)}
     agent = mqe.MQEAgent.create(0, batch, config)
-    _, info = mqe.actor_loss(agent.params, batch, own_only)
+    _, info = actor_loss(agent.params, batch, own_only)
     mean = mqe.Actor(config, 2).apply({"params": agent.params["actor"]}, batch["observations"], batch["actor_goals"])
     log_prob = -0.5 * np.sum(np.square(batch["actions"] - np.asarray(mean)), axis=-1) - np.log(2 * np.pi)  # std 1, A = 2
     own = batch["actor_goal_own"] == 1
     assert float(info["actor/bc_loss"]) == pytest.approx(-0.5 * log_prob[own].mean(), rel=1e-5)
-    assert float(info["actor/q"]) == pytest.approx(float(mqe.actor_loss(agent.params, batch, config)[1]["actor/q"]), rel=1e-6)
+    assert float(info["actor/q"]) == pytest.approx(float(actor_loss(agent.params, batch, config)[1]["actor/q"]), rel=1e-6)
     other_actions = batch["actions"].copy()
     other_actions[~own] = rng.uniform(-1, 1, size=(int((~own).sum()), 2))
-    loss, _ = mqe.actor_loss(agent.params, batch, own_only)
-    moved, _ = mqe.actor_loss(agent.params, {**batch, "actions": other_actions}, own_only)
+    loss, _ = actor_loss(agent.params, batch, own_only)
+    moved, _ = actor_loss(agent.params, {**batch, "actions": other_actions}, own_only)
     assert float(moved) == pytest.approx(float(loss), rel=1e-6)  # random-goal rows are not cloned
-    assert float(mqe.actor_loss(agent.params, {**batch, "actions": other_actions}, config)[0]) != pytest.approx(float(loss))
+    assert float(actor_loss(agent.params, {**batch, "actions": other_actions}, config)[0]) != pytest.approx(float(loss))
 
 
 def test_bc_on_own_goals_only_needs_some_random_and_some_own_goals(tiny):
@@ -261,11 +271,11 @@ def test_distance_pairs_score_the_own_goals_action_against_every_goal(tiny, head
     psi = mqe.Critic(config).apply(frozen, batch["actor_goals"], method=mqe.Critic.psi)
     expected = np.mean([-np.asarray(mqe.actor_distance(phi, jnp.roll(psi, -k, axis=1), config))
                         for k in range(config.batch_size)])
-    _, info = mqe.actor_loss(agent.params, batch, distances)
+    _, info = actor_loss(agent.params, batch, distances)
     assert float(info["actor/q"]) == pytest.approx(float(expected), rel=1e-5)
-    own_info = mqe.actor_loss(agent.params, batch, config)[1]
+    own_info = actor_loss(agent.params, batch, config)[1]
     assert float(info["actor/bc_loss"]) == pytest.approx(float(own_info["actor/bc_loss"]), rel=1e-6)
-    grads = jax.grad(lambda p: mqe.actor_loss(p, batch, distances)[0])(agent.params)
+    grads = loss_grads(actor_loss, distances)(agent.params, batch)
     assert all(float(jnp.abs(g).max()) == 0.0 for g in jax.tree_util.tree_leaves(grads["critic"]))
     assert any(float(jnp.abs(g).max()) > 0.0 for g in jax.tree_util.tree_leaves(grads["actor"]))
 
@@ -308,8 +318,8 @@ def test_invariance_over_all_actions_is_the_papers_sum_over_every_state_action_p
             phi_ij = critic.apply(v, batch["observations"][i:i + 1], batch["actions"][j:j + 1], method=mqe.Critic.phi)
             d = mqe.mrn_distance(psi_s[:, i:i + 1], phi_ij, config.num_components)
             terms.append(np.square(np.exp(-np.asarray(d)) - 1.0))
-    _, info = mqe.critic_loss(agent.params, batch, all_actions)
-    _, own = mqe.critic_loss(agent.params, batch, config)
+    _, info = critic_loss(agent.params, batch, all_actions)
+    _, own = critic_loss(agent.params, batch, config)
     assert float(info["critic/invariance"]) == pytest.approx(float(np.mean(terms)), rel=1e-5)
     assert float(info["critic/backup"]) == pytest.approx(float(own["critic/backup"]), rel=1e-6)
     assert float(info["critic/dist_invariance"]) == pytest.approx(float(own["critic/dist_invariance"]), rel=1e-6)
@@ -323,15 +333,15 @@ def test_invariance_with_n_actions_averages_n_cyclic_shifts_of_the_actions(tiny)
     three = dataclasses.replace(config, invariance_actions=3)
     batch = make_batch(np.random.default_rng(12), config.batch_size)
     agent = mqe.MQEAgent.create(0, batch, config)
-    shifted = [mqe.critic_loss(agent.params, {**batch, "actions": np.roll(batch["actions"], -k, axis=0)}, config)[1]
+    shifted = [critic_loss(agent.params, {**batch, "actions": np.roll(batch["actions"], -k, axis=0)}, config)[1]
                for k in range(3)]
-    _, info = mqe.critic_loss(agent.params, batch, three)
+    _, info = critic_loss(agent.params, batch, three)
     assert float(info["critic/invariance"]) == pytest.approx(
         np.mean([float(i["critic/invariance"]) for i in shifted]), rel=1e-5)
     assert float(info["critic/dist_invariance_others"]) == pytest.approx(
         np.mean([float(i["critic/dist_invariance"]) for i in shifted[1:]]), rel=1e-5)
-    grads = jax.grad(lambda p: mqe.critic_loss(p, batch, three)[0])(agent.params)
-    own_grads = jax.grad(lambda p: mqe.critic_loss(p, batch, config)[0])(agent.params)
+    grads = loss_grads(critic_loss, three)(agent.params, batch)
+    own_grads = loss_grads(critic_loss, config)(agent.params, batch)
     phi_kernel = lambda g: np.asarray(jax.tree_util.tree_leaves(g["critic"]["phi_net"])[0])  # noqa: E731
     assert not np.allclose(phi_kernel(grads), phi_kernel(own_grads))
     _, metrics = agent.replace(config=three).update(batch)
@@ -361,7 +371,7 @@ def test_the_flat_optimizer_takes_the_same_steps(tiny):
 def test_critic_loss_sends_no_gradient_into_the_actor(tiny):
     batch = make_batch(np.random.default_rng(2), tiny.batch_size)
     agent = mqe.MQEAgent.create(0, batch, tiny)
-    grads = jax.grad(lambda p: mqe.critic_loss(p, batch, tiny)[0])(agent.params)
+    grads = loss_grads(critic_loss, tiny)(agent.params, batch)
     assert all(float(jnp.abs(g).max()) == 0.0 for g in jax.tree_util.tree_leaves(grads["actor"]))
 
 
@@ -369,8 +379,8 @@ def test_fused_and_naive_pairwise_give_the_same_losses(tiny):
     batch = make_batch(np.random.default_rng(3), tiny.batch_size)
     agent = mqe.MQEAgent.create(0, batch, tiny)
     naive = dataclasses.replace(tiny, pairwise="naive")
-    fused_loss, fused_info = mqe.critic_loss(agent.params, batch, tiny)
-    naive_loss, naive_info = mqe.critic_loss(agent.params, batch, naive)
+    fused_loss, fused_info = critic_loss(agent.params, batch, tiny)
+    naive_loss, naive_info = critic_loss(agent.params, batch, naive)
     assert float(fused_loss) == pytest.approx(float(naive_loss), rel=1e-5)
 
 

@@ -65,13 +65,32 @@ def test_probability_of_a_waypoint_at_the_cap():
     assert (waypoint == cap).mean() == pytest.approx(expected, abs=4 * np.sqrt(expected * (1 - expected) / n))
 
 
-def test_a_negative_waypoint_cap_is_refused():
+def test_goal_cap_clips_the_same_draws_and_the_waypoints_under_them():
+    steps = np.random.default_rng(3).integers(1, 400, 20_000)
+    goal, waypoint = sample_offsets(np.random.default_rng(4), steps, 0.995, 0.99, 0.2)
+    capped_goal, capped = sample_offsets(np.random.default_rng(4), steps, 0.995, 0.99, 0.2, max_goal_offset=50)
+    np.testing.assert_array_equal(capped_goal, np.minimum(goal, 50))
+    assert goal.max() > 50 and capped_goal.max() == 50 and np.all(capped <= capped_goal)
+    # a waypoint under the cap is the same draw; one above it is clipped to the capped goal
+    np.testing.assert_array_equal(capped, np.minimum(waypoint, capped_goal))
+
+
+def test_a_goal_cap_acts_as_a_trajectory_end():
+    cap, n, settings = 60, 50_000, (0.995, 0.99, 0.2)
+    capped = sample_offsets(np.random.default_rng(7), np.full(n, 10**6), *settings, max_goal_offset=cap)
+    ended = sample_offsets(np.random.default_rng(7), np.full(n, cap), *settings)
+    for a, b in zip(capped, ended, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("name", ["max_waypoint_offset", "max_goal_offset"])
+def test_a_negative_cap_is_refused(name):
     from mqe_model.agents import mqe
 
-    with pytest.raises(ValueError, match="max_waypoint_offset -1"):
-        sample_offsets(np.random.default_rng(0), np.array([3]), 0.99, 0.95, 0.2, max_waypoint_offset=-1)
-    with pytest.raises(ValueError, match="max_waypoint_offset=-5"):
-        mqe.MQEConfig(max_waypoint_offset=-5)
+    with pytest.raises(ValueError, match=f"{name} -1"):
+        sample_offsets(np.random.default_rng(0), np.array([3]), 0.99, 0.95, 0.2, **{name: -1})
+    with pytest.raises(ValueError, match=f"{name}=-5"):
+        mqe.MQEConfig(**{name: -5})
 
 
 def test_the_mqe_sampler_takes_the_configs_waypoint_cap():
@@ -82,6 +101,17 @@ def test_the_mqe_sampler_takes_the_configs_waypoint_cap():
     offsets = batch["waypoint_offsets"]
     assert offsets.max() == 3 and (offsets == 3).mean() > 0.5
     np.testing.assert_array_equal(batch["waypoints"][:, 1] - batch["observations"][:, 1], offsets)
+
+
+def test_the_mqe_sampler_takes_the_configs_goal_cap():
+    from mqe_model.agents import mqe, registry
+
+    config = mqe.MQEConfig(gamma=0.99, lam=0.99, max_goal_offset=5)
+    batch = registry.make_sampler("mqe", trajectories([200, 150]), config).sample(np.random.default_rng(6), 4000)
+    goal_steps = batch["goals"][:, 1] - batch["observations"][:, 1]
+    assert goal_steps.max() == 5 and (goal_steps == 5).mean() > 0.5
+    assert np.all(batch["goals"][:, 0] == batch["observations"][:, 0])  # still the same trajectory
+    assert np.all(batch["waypoint_offsets"] <= goal_steps)
 
 
 def trajectories(lengths: list[int]) -> Dataset:
