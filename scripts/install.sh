@@ -9,9 +9,11 @@ venv="${1:-.venv}"
 extras="${2:-all,dev}"
 
 # System libraries for headless MuJoCo rendering, for the simulation twin only (extras sim or all),
-# and only where we may install them.
+# and only where we may install them. MQE_INSTALL_SKIP_APT=1: the caller installs them (.ci/run, in
+# parallel with pip).
 needs_gl=0
 case ",${extras}," in *,sim,*|*,all,*) needs_gl=1 ;; esac
+[ "${MQE_INSTALL_SKIP_APT:-0}" = 1 ] && needs_gl=0
 if [ "$needs_gl" = 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   missing=""
   for pkg in libosmesa6 libegl1 libgl1; do
