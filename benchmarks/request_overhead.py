@@ -27,6 +27,7 @@ import numpy as np
 import tyro
 
 from server.demo import Server, free_port
+from server.metrics import sample_total
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     compute = _run_mean(before, after, "compute")
     rtt, decode, infer, total = p50(0), p50(1), p50(2), p50(3)
     outside = statistics.median(s[0] - s[3] for s in samples)
-    inline = _total(after, "mqe_inline_acts_total") - _total(before, "mqe_inline_acts_total")
+    inline = sample_total(after, "mqe_inline_acts_total") - sample_total(before, "mqe_inline_acts_total")
     print(f"policy {args.policy}, {len(samples)} requests at "
           f"{'back to back' if period == 0 else f'{args.hz:g} Hz'}, one PolicyClient on loopback"
           f"{f', lone requests inline ({inline:.0f} acted inline)' if args.inline_lone_requests else ', every act on the batch worker'}")
@@ -117,11 +118,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"overhead ms (p50 round trip - model): {rtt - compute:.3f} = client + HTTP {outside:.3f} "
           f"+ decode {decode:.3f} + hand-off {infer - compute:.3f} (p50s; parts need not add up exactly)")
     return 0
-
-
-def _total(text: str, sample: str) -> float:
-    """The sum of a counter's samples (every label set) in a /metrics text."""
-    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(sample))
 
 
 def _run_mean(before: str, after: str, stage: str) -> float:

@@ -33,6 +33,7 @@ import numpy as np
 import tyro
 
 from server.demo import free_port
+from server.metrics import sample_total
 from server.settings import Conv, FramesIO, ServeSettings, SettingsError, StackEncoders
 
 REPO = Path(__file__).resolve().parents[1]
@@ -220,10 +221,11 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.05)
         ready_s = time.perf_counter() - started
         samples, errors, drivers = drive(url, size, args)
-        metrics = httpx.get(url + "/metrics").text.splitlines()
+        metrics_text = httpx.get(url + "/metrics").text
+        metrics = metrics_text.splitlines()
         batch_line = [x for x in metrics if x.startswith("mqe_batch_size_sum") or x.startswith("mqe_batch_size_count")]
-        keeper_acts, inline_acts = (sum(float(x.split()[-1]) for x in metrics if x.startswith(f"{name}_total"))
-                                    for name in ("mqe_keep_warm_acts", "mqe_inline_acts"))
+        keeper_acts, inline_acts = (sample_total(metrics_text, name)
+                                    for name in ("mqe_keep_warm_acts_total", "mqe_inline_acts_total"))
     finally:
         server.terminate()
         server.wait(15)

@@ -6,6 +6,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.parser import text_string_to_metric_families
 
 # Milliseconds-scale buckets (in seconds): a GPU act is ~1 ms, a CPU ResNet-34 ~25 ms.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03,
@@ -65,3 +66,9 @@ class ServerMetrics:
     def render(self) -> bytes:
         """The Prometheus text exposition."""
         return generate_latest(self.registry)
+
+
+def sample_total(text: str, sample: str) -> float:
+    """The sum over every label set of one sample (e.g. `mqe_inline_acts_total`) in a /metrics text,
+    as the benchmarks read a server's counters; 0 where the server has none yet."""
+    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples if s.name == sample)
