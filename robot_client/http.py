@@ -1,11 +1,12 @@
 """The inference server's client: metadata checks, goal upload, /v1/act with a hard deadline.
 
-Messages are wire protocol v1 from `server.protocol` (numpy and msgpack only). HTTP is the standard
-library's `http.client` on keep-alive connections: at 5 Hz (an idle client between steps) its
-request path costs about 0.7 ms less than httpx's on loopback (docs/benchmarks.md, "Request
-overhead outside the model"). Every request has a connect, read and write timeout; /v1/act also
-runs on a worker thread that the loop waits on with the step's deadline, so a slow or trickling
-server can never delay the arm. A lost server is retried with exponential backoff; `unknown_goal`
+Messages are wire protocol v1 from `server.protocol` (numpy and msgpack only). HTTP is libcurl's,
+through pycurl, on keep-alive connections: at 5 Hz (an idle client between steps) its request path
+costs ~0.25 ms less than the standard library's `http.client` on loopback, which cost ~0.7 ms less
+than httpx's (docs/benchmarks.md, "Request overhead outside the model" and "The robots' POSTs past
+the middleware stack"). Every request has a deadline for the whole of it; /v1/act also runs on a
+worker thread that the loop waits on with the step's deadline, so a slow or trickling server can
+never delay the arm. A lost server is retried with exponential backoff; `unknown_goal`
 (a restarted server) re-uploads the goal.
 """
 
@@ -13,16 +14,16 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import http.client
 import json
 import logging
-import select
+import ssl
 import threading
 import time
 import urllib.parse
 from typing import Any
 
 import numpy as np
+import pycurl
 
 from robot_client import safety
 from server.protocol import (
@@ -153,7 +154,7 @@ class PolicyClient:
             return self._http.request(method, path, timeout_s, body, headers)
         except TimeoutError as e:
             raise ServerError("timeout", f"{path}: no answer in {timeout_s * 1000:.0f} ms ({type(e).__name__})") from None
-        except (OSError, http.client.HTTPException) as e:
+        except OSError as e:
             raise ServerError("unreachable", f"{path}: {type(e).__name__}: {e}") from None
 
     def _post(self, path: str, body: dict, timeout_s: float) -> Any:
@@ -281,12 +282,13 @@ class Reply:
 
 
 class Connections:
-    """Keep-alive HTTP/1.1 connections to one server, shared by threads.
+    """Keep-alive HTTP/1.1 to one server through libcurl (pycurl), shared by threads.
 
-    A request takes an idle connection (or opens one) and gives it back only once the whole answer
-    is read; a connection that failed in any way is closed, never reused. An idle connection the
-    server has closed meanwhile (its keep-alive timeout, a restart) is noticed before reuse, as
-    urllib3 and httpcore do, so a request is never sent into a dead socket.
+    A request takes an idle curl handle (or makes one) and gives it back once the whole answer is
+    read; a handle whose request failed in any way is closed, never reused. libcurl keeps each
+    handle's connection alive, notices before reuse when the server has closed it while idle (its
+    keep-alive timeout, a restart) and connects again. `timeout_s` bounds the whole request, connect
+    to last byte, so a trickling server cannot stretch it.
     """
 
     MAX_IDLE = 4  # the act worker threads, the main thread and a spare
@@ -295,65 +297,74 @@ class Connections:
         parts = urllib.parse.urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"server URL {base_url!r}: give http://HOST:PORT (https:// for TLS)")
-        self._factory = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        self._host, self._port = parts.hostname, parts.port
-        self._prefix = parts.path.rstrip("/")
-        self._headers = headers  # sent with every request (the bearer token)
-        self._idle: list[http.client.HTTPConnection] = []
+        self._base = base_url.rstrip("/")
+        # "Expect:" drops libcurl's Expect: 100-continue, a wait for a go-ahead before big bodies.
+        self._headers = [f"{k}: {v}" for k, v in headers.items()] + ["Expect:"]  # with every request
+        self._tls = parts.scheme == "https"
+        self._idle: list[pycurl.Curl] = []
         self._lock = threading.Lock()
         self._closed = False
 
     def request(self, method: str, path: str, timeout_s: float, body: bytes | None = None,
                 headers: dict[str, str] | None = None) -> Reply:
-        """Send one request and read its whole answer; OSError/HTTPException on transport failures."""
-        conn = self._take(timeout_s)
+        """Send one request and read its whole answer: TimeoutError past `timeout_s`, ConnectionError
+        on any other transport failure."""
+        handle = self._take()
+        chunks: list[bytes] = []
         try:
-            conn.request(method, self._prefix + path, body, {**self._headers, **(headers or {})})
-            answer = conn.getresponse()
-            reply = Reply(answer.status, answer.read())
+            handle.setopt(pycurl.URL, self._base + path)
+            handle.setopt(pycurl.HTTPHEADER, self._headers + [f"{k}: {v}" for k, v in (headers or {}).items()])
+            handle.setopt(pycurl.TIMEOUT_MS, max(1, round(timeout_s * 1000)))
+            if method == "POST":
+                handle.setopt(pycurl.POSTFIELDS, body or b"")
+            else:
+                handle.setopt(pycurl.HTTPGET, True)
+            handle.setopt(pycurl.WRITEFUNCTION, chunks.append)
+            handle.perform()
+            status = handle.getinfo(pycurl.RESPONSE_CODE)
+        except pycurl.error as e:
+            handle.close()
+            code, message = e.args
+            if code == pycurl.E_OPERATION_TIMEDOUT:
+                raise TimeoutError(message) from None
+            raise ConnectionError(f"{message} (libcurl error {code})") from None
         except BaseException:
-            conn.close()
+            handle.close()
             raise
-        self._give_back(conn)
-        return reply
+        self._give_back(handle)
+        return Reply(status, b"".join(chunks))
 
-    def _take(self, timeout_s: float) -> http.client.HTTPConnection:
+    def _take(self) -> pycurl.Curl:
         with self._lock:
             if self._closed:
                 raise ConnectionError("the client is closed")
-            conn = self._idle.pop() if self._idle else None
-        if conn is not None and conn.sock is not None and _readable(conn.sock):
-            conn.close()  # closed by the server while idle (or it sent something unasked)
-        if conn is None:
-            return self._factory(self._host, self._port, timeout=timeout_s)
-        conn.timeout = timeout_s  # for a reconnect
-        if conn.sock is not None:
-            conn.sock.settimeout(timeout_s)
-        return conn
+            if self._idle:
+                return self._idle.pop()
+        handle = pycurl.Curl()
+        handle.setopt(pycurl.NOSIGNAL, True)  # timeouts without SIGALRM: safe in threads
+        handle.setopt(pycurl.TCP_NODELAY, True)
+        if self._tls:
+            verify = ssl.get_default_verify_paths()  # the system's CAs, as http.client would use
+            if verify.cafile:
+                handle.setopt(pycurl.CAINFO, verify.cafile)
+            if verify.capath:
+                handle.setopt(pycurl.CAPATH, verify.capath)
+        return handle
 
-    def _give_back(self, conn: http.client.HTTPConnection) -> None:
+    def _give_back(self, handle: pycurl.Curl) -> None:
         with self._lock:
             if not self._closed and len(self._idle) < self.MAX_IDLE:
-                self._idle.append(conn)
+                self._idle.append(handle)
                 return
-        conn.close()
+        handle.close()
 
     def close(self) -> None:
-        """Close the idle connections; those in use close when their request ends."""
+        """Close the idle handles; those in use close when their request ends."""
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
-
-
-def _readable(sock: Any) -> bool:
-    """Whether a socket has something to read (on an idle keep-alive socket: the server closed it)."""
-    if hasattr(select, "poll"):
-        poller = select.poll()
-        poller.register(sock, select.POLLIN)
-        return bool(poller.poll(0))
-    return bool(select.select([sock], [], [], 0)[0])
+        for handle in idle:
+            handle.close()
 
 
 def _msgpack_or_none(reply: Reply) -> Any:

@@ -136,6 +136,52 @@ def test_every_answer_of_the_goal_and_act_routes_is_counted_by_status(image_ckpt
         assert request_counts(client, "/v1/goals") == {"200": 1}
 
 
+def test_a_fault_in_the_act_route_answers_500_internal_and_is_counted(image_ckpt, img_runtime, monkeypatch):
+    release = threading.Event()
+    release.set()
+    app = create_app(ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache=""),
+                     blocking_loader(release, {"img": img_runtime}))
+    msgpack = {"Content-Type": protocol.CONTENT_TYPE}
+    image = np.zeros((32, 32, 3), np.uint8)
+
+    def broken_prepare(image):
+        raise RuntimeError("a bug in preprocessing")
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        wait_ready(client)
+        goal_id = decoded(client.post("/v1/goals", content=protocol.packb({"image": image}), headers=msgpack))["goal_id"]
+        monkeypatch.setattr(img_runtime, "prepare", broken_prepare)
+        answer = client.post("/v1/act", content=protocol.packb({"image": image, "goal_id": goal_id}), headers=msgpack)
+        assert answer.status_code == 500
+        error = decoded(answer)["error"]
+        assert error["code"] == ErrorCode.INTERNAL and error["retryable"] and "RuntimeError" in error["message"]
+        assert request_counts(client, "/v1/act") == {"500": 1}
+
+
+def test_the_robots_posts_skip_the_middleware_stack_and_other_requests_do_not(image_ckpt, img_runtime):
+    release = threading.Event()
+    release.set()
+    app = create_app(ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache=""),
+                     blocking_loader(release, {"img": img_runtime}))
+    msgpack = {"Content-Type": protocol.CONTENT_TYPE}
+    image = np.zeros((32, 32, 3), np.uint8)
+    with TestClient(app) as client:
+        wait_ready(client)
+        stack, through_stack = app.middleware_stack, []
+
+        async def counting_stack(scope, receive, send):
+            through_stack.append((scope["method"], scope["path"]))
+            await stack(scope, receive, send)
+
+        app.middleware_stack = counting_stack
+        goal_id = decoded(client.post("/v1/goals", content=protocol.packb({"image": image}), headers=msgpack))["goal_id"]
+        assert client.post("/v1/act", content=protocol.packb({"image": image, "goal_id": goal_id}),
+                           headers=msgpack).status_code == 200
+        assert client.get("/v1/act").status_code == 405
+        assert client.get("/healthz").status_code == 200
+        assert through_stack == [("GET", "/v1/act"), ("GET", "/healthz")]
+
+
 def keeper_acts(client: TestClient) -> float:
     """mqe_keep_warm_acts_total, summed over devices."""
     return sum(float(line.split()[-1]) for line in client.get("/metrics").text.splitlines()
