@@ -343,6 +343,7 @@ class Connections:
         handle = pycurl.Curl()
         handle.setopt(pycurl.NOSIGNAL, True)  # timeouts without SIGALRM: safe in threads
         handle.setopt(pycurl.TCP_NODELAY, True)
+        handle.setopt(pycurl.PROXY, "")  # libcurl reads http_proxy from the environment; http.client never did
         if self._tls:
             verify = ssl.get_default_verify_paths()  # the system's CAs, as http.client would use
             if verify.cafile:

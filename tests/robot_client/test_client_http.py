@@ -167,3 +167,12 @@ def test_one_keep_alive_connection_is_reused_and_one_the_server_closed_is_replac
 def test_a_server_url_without_scheme_is_refused_with_the_fix():
     with pytest.raises(ValueError, match="http://HOST:PORT"):
         PolicyClient("127.0.0.1:8000")
+
+
+def test_a_proxy_in_the_environment_is_not_used(inproc_server, monkeypatch):
+    _, url = inproc_server()
+    for name in ("http_proxy", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, "http://10.255.255.1:9")  # nothing answers there
+    with PolicyClient(url) as client:
+        client.set_goal(IMAGE, "mock")
+        assert client.act(IMAGE, 1, 0, "e", timeout_s=1.0).response.seq == 1
