@@ -40,6 +40,20 @@ def blocking_loader(release: threading.Event, runtimes: dict):
     return load
 
 
+def loaded_app(settings: ServeSettings, runtimes: dict):
+    """An app whose loader hands over `runtimes` at once."""
+    return create_app(settings, lambda _settings: runtimes)
+
+
+def image_app(image_ckpt, img_runtime, **settings):
+    """The tiny image policy, served as "img" with `settings` beyond the tests' defaults."""
+    return loaded_app(ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache="", **settings),
+                      {"img": img_runtime})
+
+
+MSGPACK = {"Content-Type": protocol.CONTENT_TYPE}
+
+
 def test_requests_during_warm_up_get_503_retryable(image_ckpt, img_runtime):
     release = threading.Event()
     app = create_app(ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache=""),
@@ -48,7 +62,7 @@ def test_requests_during_warm_up_get_503_retryable(image_ckpt, img_runtime):
         assert client.get("/healthz").status_code == 200
         for reply in (client.get("/readyz"), client.get("/v1/metadata"),
                       client.post("/v1/act", content=protocol.packb({"image": b"x", "goal_id": "g"}),
-                                  headers={"Content-Type": protocol.CONTENT_TYPE})):
+                                  headers=MSGPACK)):
             assert reply.status_code == 503
             error = decoded(reply)["error"]
             assert error["code"] == ErrorCode.NOT_READY and error["retryable"] is True
@@ -57,7 +71,7 @@ def test_requests_during_warm_up_get_503_retryable(image_ckpt, img_runtime):
         assert client.get("/readyz").status_code == 200
         image = np.zeros((32, 32, 3), np.uint8)
         reply = client.post("/v1/act", content=protocol.packb({"image": image, "goal_image": image}),
-                            headers={"Content-Type": protocol.CONTENT_TYPE})
+                            headers=MSGPACK)
         assert reply.status_code == 200
         np.testing.assert_allclose(decoded(reply)["action"], img_runtime.act(image, img_runtime.encode_goal(image))[0],
                                    rtol=1e-5, atol=1e-6)
@@ -79,19 +93,17 @@ def test_a_failed_load_is_reported_not_retryable():
 
 def test_several_policies_need_a_name(image_ckpt, img_runtime):
     settings = ServeSettings(policy=(f"a={image_ckpt}", f"b={image_ckpt}"), compilation_cache="")
-    release = threading.Event()
-    release.set()
-    app = create_app(settings, blocking_loader(release, {"a": img_runtime, "b": img_runtime}))
+    app = loaded_app(settings, {"a": img_runtime, "b": img_runtime})
     with TestClient(app) as client:
         wait_ready(client)
         image = np.zeros((32, 32, 3), np.uint8)
         reply = client.post("/v1/goals", content=protocol.packb({"image": image}),
-                            headers={"Content-Type": protocol.CONTENT_TYPE})
+                            headers=MSGPACK)
         assert reply.status_code == 422
         error = decoded(reply)["error"]
         assert error["code"] == ErrorCode.MISSING_FIELD and "'a', 'b'" in error["message"]
         reply = client.post("/v1/goals", content=protocol.packb({"image": image, "policy": "b"}),
-                            headers={"Content-Type": protocol.CONTENT_TYPE})
+                            headers=MSGPACK)
         assert reply.status_code == 200
 
 
@@ -115,33 +127,25 @@ def request_counts(client: TestClient, endpoint: str) -> dict[str, float]:
 
 
 def test_every_answer_of_the_goal_and_act_routes_is_counted_by_status(image_ckpt, img_runtime):
-    release = threading.Event()
-    release.set()
-    app = create_app(ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache=""),
-                     blocking_loader(release, {"img": img_runtime}))
-    msgpack = {"Content-Type": protocol.CONTENT_TYPE}
+    app = image_app(image_ckpt, img_runtime)
     image = np.zeros((32, 32, 3), np.uint8)
     with TestClient(app) as client:
         wait_ready(client)
-        goal_id = decoded(client.post("/v1/goals", content=protocol.packb({"image": image}), headers=msgpack))["goal_id"]
+        goal_id = decoded(client.post("/v1/goals", content=protocol.packb({"image": image}), headers=MSGPACK))["goal_id"]
         for _ in range(2):
             assert client.post("/v1/act", content=protocol.packb({"image": image, "goal_id": goal_id}),
-                               headers=msgpack).status_code == 200
+                               headers=MSGPACK).status_code == 200
         assert client.post("/v1/act", content=b"{}", headers={"Content-Type": "application/json"}).status_code == 415
         assert client.post("/v1/act", content=protocol.packb({"image": image, "goal_id": "gone"}),
-                           headers=msgpack).status_code == 404
-        assert client.post("/v1/act", content=b"\xc1", headers=msgpack).status_code == 422
-        assert decoded(client.get("/v1/act", headers=msgpack))["error"]["code"] == ErrorCode.METHOD_NOT_ALLOWED
+                           headers=MSGPACK).status_code == 404
+        assert client.post("/v1/act", content=b"\xc1", headers=MSGPACK).status_code == 422
+        assert decoded(client.get("/v1/act", headers=MSGPACK))["error"]["code"] == ErrorCode.METHOD_NOT_ALLOWED
         assert request_counts(client, "/v1/act") == {"200": 2, "404": 1, "405": 1, "415": 1, "422": 1}
         assert request_counts(client, "/v1/goals") == {"200": 1}
 
 
 def test_a_fault_in_the_act_route_answers_500_internal_and_is_counted(image_ckpt, img_runtime, monkeypatch):
-    release = threading.Event()
-    release.set()
-    app = create_app(ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache=""),
-                     blocking_loader(release, {"img": img_runtime}))
-    msgpack = {"Content-Type": protocol.CONTENT_TYPE}
+    app = image_app(image_ckpt, img_runtime)
     image = np.zeros((32, 32, 3), np.uint8)
 
     def broken_prepare(image):
@@ -149,9 +153,9 @@ def test_a_fault_in_the_act_route_answers_500_internal_and_is_counted(image_ckpt
 
     with TestClient(app, raise_server_exceptions=False) as client:
         wait_ready(client)
-        goal_id = decoded(client.post("/v1/goals", content=protocol.packb({"image": image}), headers=msgpack))["goal_id"]
+        goal_id = decoded(client.post("/v1/goals", content=protocol.packb({"image": image}), headers=MSGPACK))["goal_id"]
         monkeypatch.setattr(img_runtime, "prepare", broken_prepare)
-        answer = client.post("/v1/act", content=protocol.packb({"image": image, "goal_id": goal_id}), headers=msgpack)
+        answer = client.post("/v1/act", content=protocol.packb({"image": image, "goal_id": goal_id}), headers=MSGPACK)
         assert answer.status_code == 500
         error = decoded(answer)["error"]
         assert error["code"] == ErrorCode.INTERNAL and error["retryable"] and "RuntimeError" in error["message"]
@@ -159,11 +163,7 @@ def test_a_fault_in_the_act_route_answers_500_internal_and_is_counted(image_ckpt
 
 
 def test_the_robots_posts_skip_the_middleware_stack_and_other_requests_do_not(image_ckpt, img_runtime):
-    release = threading.Event()
-    release.set()
-    app = create_app(ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache=""),
-                     blocking_loader(release, {"img": img_runtime}))
-    msgpack = {"Content-Type": protocol.CONTENT_TYPE}
+    app = image_app(image_ckpt, img_runtime)
     image = np.zeros((32, 32, 3), np.uint8)
     with TestClient(app) as client:
         wait_ready(client)
@@ -174,9 +174,9 @@ def test_the_robots_posts_skip_the_middleware_stack_and_other_requests_do_not(im
             await stack(scope, receive, send)
 
         app.middleware_stack = counting_stack
-        goal_id = decoded(client.post("/v1/goals", content=protocol.packb({"image": image}), headers=msgpack))["goal_id"]
+        goal_id = decoded(client.post("/v1/goals", content=protocol.packb({"image": image}), headers=MSGPACK))["goal_id"]
         assert client.post("/v1/act", content=protocol.packb({"image": image, "goal_id": goal_id}),
-                           headers=msgpack).status_code == 200
+                           headers=MSGPACK).status_code == 200
         assert client.get("/v1/act").status_code == 405
         assert client.get("/healthz").status_code == 200
         assert through_stack == [("GET", "/v1/act"), ("GET", "/healthz")]
@@ -189,23 +189,19 @@ def keeper_acts(client: TestClient) -> float:
 
 
 def test_the_keeper_acts_between_requests_and_answers_nobody(image_ckpt, img_runtime):
-    release = threading.Event()
-    release.set()
-    app = create_app(ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache="", keep_warm_ms=2,
-                                   keep_warm_for_s=0.4), blocking_loader(release, {"img": img_runtime}))
-    msgpack = {"Content-Type": protocol.CONTENT_TYPE}
+    app = image_app(image_ckpt, img_runtime, keep_warm_ms=2, keep_warm_for_s=0.4)
     image = np.random.default_rng(0).integers(0, 256, (32, 32, 3), dtype=np.uint8)
     with TestClient(app) as client:
         wait_ready(client)
-        goal_id = decoded(client.post("/v1/goals", content=protocol.packb({"image": image}), headers=msgpack))["goal_id"]
+        goal_id = decoded(client.post("/v1/goals", content=protocol.packb({"image": image}), headers=MSGPACK))["goal_id"]
         assert keeper_acts(client) == 0  # nothing to keep warm before the first act
         body = protocol.packb({"image": image, "goal_id": goal_id})
-        first = decoded(client.post("/v1/act", content=body, headers=msgpack))
+        first = decoded(client.post("/v1/act", content=body, headers=MSGPACK))
         threading.Event().wait(1.0)  # the keeper runs for 0.4 s after the answer, then stops
         kept = keeper_acts(client)
         threading.Event().wait(0.3)
         assert kept >= 5 and keeper_acts(client) == kept
-        second = decoded(client.post("/v1/act", content=body, headers=msgpack))
+        second = decoded(client.post("/v1/act", content=body, headers=MSGPACK))
         assert request_counts(client, "/v1/act") == {"200": 2}
         batches = [line for line in client.get("/metrics").text.splitlines()
                    if line.startswith('mqe_batch_size_count{policy="img"}')]
@@ -215,11 +211,9 @@ def test_the_keeper_acts_between_requests_and_answers_nobody(image_ckpt, img_run
 
 
 def test_the_settings_reach_each_devices_worker(image_ckpt, img_runtime):
-    release = threading.Event()
-    release.set()
     settings = ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache="", keep_warm_ms=1.5,
                              keep_warm_for_s=2.5, max_wait_ms=3, inline_lone_requests=True)
-    app = create_app(settings, blocking_loader(release, {"img": img_runtime}))
+    app = loaded_app(settings, {"img": img_runtime})
     with TestClient(app) as client:
         wait_ready(client)
         batcher = app.state.server.batchers["img"]
@@ -238,26 +232,22 @@ def recording(method, results: list):
 
 
 def test_a_lone_request_acted_inline_gets_the_answer_the_worker_gives(image_ckpt, img_runtime):
-    msgpack = {"Content-Type": protocol.CONTENT_TYPE}
     image = np.random.default_rng(3).integers(0, 256, (32, 32, 3), dtype=np.uint8)
     answers = {}
     for inline in (False, True):
-        release = threading.Event()
-        release.set()
-        app = create_app(ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache="",
-                                       inline_lone_requests=inline), blocking_loader(release, {"img": img_runtime}))
+        app = image_app(image_ckpt, img_runtime, inline_lone_requests=inline)
         with TestClient(app) as client:
             wait_ready(client)
             acted: list = []
             batcher = app.state.server.batchers["img"]
             batcher.try_inline = recording(batcher.try_inline, acted)
             goal_id = decoded(client.post("/v1/goals", content=protocol.packb({"image": image}),
-                                          headers=msgpack))["goal_id"]
+                                          headers=MSGPACK))["goal_id"]
             answers[inline] = []
             for _ in range(3):
                 time.sleep(LONE_GAP_S)  # the requests come one by one, as from one robot, not a crowd
                 answers[inline].append(decoded(client.post("/v1/act", content=protocol.packb(
-                    {"image": image, "goal_id": goal_id}), headers=msgpack)))
+                    {"image": image, "goal_id": goal_id}), headers=MSGPACK)))
             assert request_counts(client, "/v1/act") == {"200": 3}
             exposed = client.get("/metrics").text.splitlines()
             batches = [line for line in exposed if line.startswith('mqe_batch_size_count{policy="img"}')]
