@@ -222,9 +222,10 @@ Endpoint = Callable[[Request], Any]  # async (Request) -> Response
 
 class ServeApp(FastAPI):
     """FastAPI, with the robots' POSTs (`direct_posts`: path -> endpoint) answered without the middleware
-    stack and the router: five layers of ASGI calls a request, ~0.2 ms of a one-robot round trip at 5 Hz on
-    this project's CPU VM (docs/benchmarks.md, "The robots' POSTs past the middleware stack"). They keep what those layers give
-    them: the same error answers (`protocol_error_response`, `fault_response`) and the request counter.
+    stack and the router: five layers of ASGI calls a request, ~0.2 ms of a one-robot round trip at 5 Hz
+    on this project's CPU VM (docs/benchmarks.md, "The robots' POSTs past the middleware stack"). They
+    keep what those layers give them: the same error answers (`protocol_error_response`,
+    `fault_response`) and the request counter.
     """
 
     def __init__(self, **kwargs: Any) -> None:
