@@ -232,6 +232,12 @@ class ServeApp(FastAPI):
         super().__init__(**kwargs)
         self.direct_posts: dict[str, Endpoint] = {}
 
+    def add_direct_post(self, path: str, endpoint: Endpoint) -> None:
+        """`endpoint` answers POSTs to `path` past the middleware stack and the router; the router keeps
+        the route too, for other methods (405) and for the tests' in-process client."""
+        self.add_route(path, endpoint, methods=["POST"])
+        self.direct_posts[path] = endpoint
+
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         endpoint = self.direct_posts.get(scope["path"]) if scope["type"] == "http" else None
         if endpoint is None or scope["method"] != "POST":
@@ -367,11 +373,8 @@ def create_app(settings: ServeSettings, loader: Loader = load_runtimes) -> Serve
                          result.distance)
         return msgpack_response(answer.to_wire())
 
-    # The router keeps them for other methods (405) and for the tests' in-process client; POSTs to
-    # them skip the middleware stack and the router (`ServeApp.__call__`).
-    app.add_route("/v1/act", act, methods=["POST"])
-    app.add_route("/v1/goals", upload_goal, methods=["POST"])
-    app.direct_posts.update({"/v1/act": act, "/v1/goals": upload_goal})
+    app.add_direct_post("/v1/act", act)
+    app.add_direct_post("/v1/goals", upload_goal)
 
     # ------------------------------------------------------------------ probes and metadata
 
