@@ -13,14 +13,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
-import time
 
 import numpy as np
 import tyro
 
 from mqe_model.data.dataset import Dataset
-
-log = logging.getLogger(__name__)
+from mqe_model.toy.training import actor_policy, critic_greedy_policy, rollout_success, train_mqe
 
 MAZE = (
     "###########",
@@ -114,17 +112,6 @@ def random_walk_success(
     return float(reached.mean())
 
 
-def policy_success(maze: GridMaze, act, starts: np.ndarray, goals: np.ndarray, budget: int) -> float:
-    """Fraction of (start, goal) pairs that `act(obs, goal_obs) -> actions` reaches within `budget` steps."""
-    s = starts.copy()
-    reached = s == goals
-    goal_obs = maze.observe(goals)
-    for _ in range(budget):
-        s = np.where(reached, s, maze.step(s, act(maze.observe(s), goal_obs)))
-        reached |= s == goals
-    return float(reached.mean())
-
-
 @dataclasses.dataclass(frozen=True)
 class GridworldConfig:
     """Train MQE on random-walk data in the bundled maze and report what it learned."""
@@ -177,37 +164,13 @@ class GridworldResult:
 
 def train_and_evaluate(config: GridworldConfig) -> GridworldResult:
     """Train the agent on random-walk data and measure distance ranking and goal reaching."""
-    import jax
-    import jax.numpy as jnp
     from scipy.stats import spearmanr
-
-    from mqe_model.agents import mqe, registry
 
     maze = GridMaze()
     rng = np.random.default_rng(config.seed)
     data = random_walk_dataset(maze, rng, config.episodes, config.episode_length)
-    agent_config = config.agent_config()
-    sampler = registry.make_sampler("mqe", data, agent_config)  # the trainer's: --set sampler fields apply
-    k = config.updates_per_dispatch
-
-    def stacked_batches() -> dict:
-        batches = [sampler.sample(rng, agent_config.batch_size) for _ in range(k)]
-        return {key: jnp.asarray(np.stack([b[key] for b in batches])) for key in batches[0]}
-
-    agent = mqe.MQEAgent.create(config.seed, sampler.sample(rng, 2), agent_config)
-    start = time.perf_counter()
-    for i in range(config.steps // k):
-        agent, info = agent.update_many(stacked_batches())
-        if (i + 1) % max(1, (config.steps // k) // 4) == 0:
-            log.info(
-                "step %d: backup %.4f invariance %.4f actor q %.4f",
-                (i + 1) * k,
-                info["critic/backup"],
-                info["critic/invariance"],
-                info["actor/q"],
-            )
-    jax.block_until_ready(agent.params)
-    train_seconds = time.perf_counter() - start
+    agent, train_seconds = train_mqe(data, config.agent_config(), config.steps, config.updates_per_dispatch,
+                                     config.seed, rng)
 
     n = maze.num_states
     s_idx, g_idx = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
@@ -219,32 +182,14 @@ def train_and_evaluate(config: GridworldConfig) -> GridworldResult:
 
     far = maze.distances >= config.far
     near = (maze.distances >= 1) & (maze.distances <= config.near)
-    key = jax.random.PRNGKey(config.seed)
-
-    def act(obs, goal_obs):
-        return np.asarray(agent.sample_actions(obs, goal_obs, key))
-
-    moves = jnp.asarray(MOVES, jnp.float32)
-
-    def critic_greedy(obs, goal_obs):
-        # Distance after each of the four unit moves; take the smallest (the max-Q action).
-        critic = mqe.Critic(agent.config)
-        variables = {"params": agent.params["critic"]}
-        psi_g = critic.apply(variables, jnp.asarray(goal_obs), method=mqe.Critic.psi)
-        per_move = []
-        for m in moves:
-            a = jnp.broadcast_to(m, (obs.shape[0], 2))
-            phi = critic.apply(variables, jnp.asarray(obs), a, method=mqe.Critic.phi)
-            per_move.append(
-                jnp.min(mqe.mrn_distance(phi, psi_g, agent.config.num_components), axis=0)
-            )
-        return MOVES[np.asarray(jnp.argmin(jnp.stack(per_move, -1), axis=-1))].astype(np.float32)
+    act = actor_policy(agent, config.seed)
+    critic_greedy = critic_greedy_policy(agent, MOVES)
 
     def budget(pairs: np.ndarray) -> int:
         return int(np.ceil(config.budget_factor * maze.distances[pairs].max()))
 
     def success(policy, pairs: np.ndarray) -> float:
-        return policy_success(maze, policy, *np.nonzero(pairs), budget(pairs))
+        return rollout_success(maze.step, maze.observe, policy, *np.nonzero(pairs), budget(pairs))
 
     return GridworldResult(
         spearman=spearman,

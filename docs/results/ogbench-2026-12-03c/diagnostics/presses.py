@@ -7,7 +7,7 @@ RUN: a run directory (or checkpoints root) of an MQE puzzle-4x4-play run, vmappe
 OGBench-format puzzle-4x4-play file (`mqe-ogbench-data puzzle-4x4-play-v0 --episodes 20 --seed 1`, episodes
 the run never trained on). Puzzle-4x4 is "lights out": a press flips its button and the four neighbours,
 so the fewest presses that turn one light pattern into another is exact, from a table of all 2^16 press
-sets (`press_table`); 15 of 16 patterns cannot be reached at all (the toggle map has rank 12). For pairs of
+sets (`mqe_model.toy.lights_out.LightsOut`, the same board the CPU toy trains on); 15 of 16 patterns cannot be reached at all (the toggle map has rank 12). For pairs of
 states of one episode (always reachable, offsets uniform in 0..1000 steps) it compares the critic's
 d(s, g) in steps (`state_goal_distance`) with the presses and the offset; for pairs across episodes it
 splits reachable from unreachable patterns; and for the five evaluation tasks it gives d(start, goal)
@@ -28,31 +28,6 @@ BUTTONS = SIDE * SIDE
 PROPRIO = 19  # joint pos 6, joint vel 6, effector xyz 3, yaw cos/sin 2, gripper opening 1, contact 1
 PER_BUTTON = 4  # one-hot state 2, joint position 1, joint velocity 1
 BUCKETS = ((0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (6, 7))  # 7 presses reach every reachable pattern
-
-
-def press_masks() -> np.ndarray:
-    """(16,) bit masks: the lights one press of each button flips (itself and its 4-neighbours)."""
-    masks = np.zeros(BUTTONS, np.int64)
-    for i in range(BUTTONS):
-        x, y = divmod(i, SIDE)
-        for dx, dy in ((0, 0), (1, 0), (-1, 0), (0, 1), (0, -1)):
-            if 0 <= x + dx < SIDE and 0 <= y + dy < SIDE:
-                masks[i] |= 1 << ((x + dx) * SIDE + y + dy)
-    return masks
-
-
-def press_table() -> np.ndarray:
-    """(2^16,) the fewest presses that flip exactly the lights of each pattern; -1 where none does."""
-    masks = press_masks()
-    sets = np.arange(1 << BUTTONS)
-    flipped = np.zeros_like(sets)
-    for i in range(BUTTONS):
-        flipped ^= np.where((sets >> i) & 1, masks[i], 0)
-    weight = np.array([bin(s).count("1") for s in range(1 << BUTTONS)])
-    table = np.full(1 << BUTTONS, BUTTONS + 1)
-    np.minimum.at(table, flipped, weight)
-    table[table > BUTTONS] = -1
-    return table
 
 
 def light_bits(observations: np.ndarray) -> np.ndarray:
@@ -81,11 +56,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from mqe_model.ogbench.distances import critic_distances, load_run
+    from mqe_model.toy.lights_out import LightsOut
 
-    table = press_table()
-    # The table against the rules themselves: pressing buttons 0 and 5 flips 7 lights, and needs 2 presses.
-    masks = press_masks()
-    assert table[masks[0] ^ masks[5]] == 2 and (table >= 0).sum() == 1 << 12, "press table is wrong"
+    table = LightsOut(SIDE).presses  # tests/mqe_model/test_lights_out.py checks it against the board's algebra
 
     _, metadata, config, critic = load_run(args.run)
     observations = np.load(args.data)["observations"].astype(np.float32)
