@@ -18,7 +18,13 @@ import numpy as np
 import tyro
 
 from mqe_model.data.dataset import Dataset
-from mqe_model.toy.training import actor_policy, critic_greedy_policy, rollout_success, train_mqe
+from mqe_model.toy.training import (
+    actor_policy,
+    agent_config_of,
+    critic_greedy_policy,
+    rollout_success,
+    train_mqe,
+)
 
 MAZE = (
     "###########",
@@ -131,21 +137,13 @@ class GridworldConfig:
     set: tuple[str, ...] = ()  # MQE config overrides, key=value (e.g. --set actor_goal_pairs=all)
 
     def __post_init__(self) -> None:
-        if self.steps % self.updates_per_dispatch:
-            raise ValueError(
-                f"steps ({self.steps}) must be a multiple of updates_per_dispatch "
-                f"({self.updates_per_dispatch})"
-            )
         if not 1 <= self.near < self.far:
             raise ValueError(f"need 1 <= near ({self.near}) < far ({self.far})")
-        self.agent_config()  # a bad --set is refused here, before any training
+        self.agent_config()  # a bad --set or step count is refused here, before any training
 
     def agent_config(self):
         """The preset with this run's gamma, alpha, lr and --set overrides."""
-        from mqe_model.agents import mqe, registry
-
-        base = dataclasses.replace(mqe.get_config(self.preset), gamma=self.gamma, alpha=self.alpha, lr=self.lr)
-        return registry.apply_overrides(base, self.set)
+        return agent_config_of(self)
 
 
 @dataclasses.dataclass(frozen=True)

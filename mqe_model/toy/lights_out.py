@@ -23,7 +23,13 @@ import numpy as np
 import tyro
 
 from mqe_model.data.dataset import Dataset
-from mqe_model.toy.training import actor_policy, critic_greedy_policy, rollout_success, train_mqe
+from mqe_model.toy.training import (
+    actor_policy,
+    agent_config_of,
+    critic_greedy_policy,
+    rollout_success,
+    train_mqe,
+)
 
 Encoding = Literal["onehot", "binary", "signed"]
 
@@ -122,23 +128,17 @@ class LightsOutConfig:
     set: tuple[str, ...] = ()  # MQE config overrides, key=value (e.g. --set lam=0.9)
 
     def __post_init__(self) -> None:
-        if self.steps % self.updates_per_dispatch:
-            raise ValueError(f"steps ({self.steps}) must be a multiple of updates_per_dispatch "
-                             f"({self.updates_per_dispatch})")
         if not 2 <= self.side <= 4:
             raise ValueError(f"side {self.side}: must be 2, 3 or 4")
         if self.episode_length < 2 or self.episodes < 1 or self.pairs < 1:
             raise ValueError("need episodes >= 1, episode_length >= 2 and pairs >= 1")
         if self.far < 1:
             raise ValueError(f"far {self.far}: must be at least 1 press")
-        self.agent_config()  # a bad --set is refused here, before any training
+        self.agent_config()  # a bad --set or step count is refused here, before any training
 
     def agent_config(self):
         """The preset with this run's gamma, alpha, lr and --set overrides."""
-        from mqe_model.agents import mqe, registry
-
-        base = dataclasses.replace(mqe.get_config(self.preset), gamma=self.gamma, alpha=self.alpha, lr=self.lr)
-        return registry.apply_overrides(base, self.set)
+        return agent_config_of(self)
 
 
 @dataclasses.dataclass(frozen=True)

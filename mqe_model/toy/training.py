@@ -14,6 +14,20 @@ from mqe_model.data.dataset import Dataset
 log = logging.getLogger(__name__)
 
 
+def agent_config_of(config):
+    """A toy config's MQE config: its `preset` with its `gamma`, `alpha` and `lr`, then its `--set` overrides.
+    Refuses (ValueError) a `steps` that is not a whole number of `updates_per_dispatch`."""
+    import dataclasses
+
+    from mqe_model.agents import mqe, registry
+
+    if config.steps % config.updates_per_dispatch:
+        raise ValueError(f"steps ({config.steps}) must be a multiple of updates_per_dispatch "
+                         f"({config.updates_per_dispatch})")
+    base = dataclasses.replace(mqe.get_config(config.preset), gamma=config.gamma, alpha=config.alpha, lr=config.lr)
+    return registry.apply_overrides(base, config.set)
+
+
 def train_mqe(data: Dataset, agent_config, steps: int, updates_per_dispatch: int, seed: int,
               rng: np.random.Generator):
     """MQE trained on `data` for `steps` updates, `updates_per_dispatch` per jitted call, with the
