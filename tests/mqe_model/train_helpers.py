@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import numpy as np
 from mqe_model import train
 
 TMP = Path(tempfile.mkdtemp(prefix="mqe-train-tests-"))
+atexit.register(shutil.rmtree, TMP, ignore_errors=True)  # each test process's checkpoints and data go with it
 
 
 def write_state_npz(path: Path, episodes: int = 8, length: int = 40, obs_dim: int = 6,

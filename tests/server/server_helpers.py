@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from server import protocol
 
 REPO = Path(__file__).resolve().parents[2]
 TMP = Path(tempfile.mkdtemp(prefix="mqe-server-tests-"))
+atexit.register(shutil.rmtree, TMP, ignore_errors=True)  # each test process's checkpoints and data go with it
 CACHE = TMP / "jax-cache"  # one compilation cache for every process of the session: fast restarts
 STATE_DIM, STATE_ACTION_DIM = 6, 3
 IMAGE_SIZE = 32
