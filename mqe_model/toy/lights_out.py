@@ -32,6 +32,7 @@ from mqe_model.toy.training import (
 )
 
 Encoding = Literal["onehot", "binary", "signed"]
+Presses = Literal["random", "distinct"]
 
 
 class LightsOut:
@@ -93,11 +94,18 @@ class LightsOut:
 
 
 def random_press_dataset(board: LightsOut, rng: np.random.Generator, episodes: int, length: int,
-                         encoding: Encoding) -> Dataset:
-    """Offline data: uniform random actions in [-1, 1]^2 (a uniformly random button each) from uniformly
-    random reachable patterns."""
+                         encoding: Encoding, presses: Presses = "random") -> Dataset:
+    """Offline data from uniformly random reachable patterns. `random`: uniform random actions in
+    [-1, 1]^2 (a uniformly random button each). `distinct`: each run of side^2 presses presses every
+    button once, in a random order (uniform within each button's cell), so no press undoes an earlier one
+    of its run and k steps apart are usually k presses apart, for k up to side^2."""
     states = np.empty((episodes, length), dtype=np.int64)
     actions = rng.uniform(-1.0, 1.0, size=(episodes, length, 2)).astype(np.float32)
+    if presses == "distinct":
+        runs = -(-length // board.buttons)
+        order = np.argsort(rng.random((episodes, runs, board.buttons)), axis=-1).reshape(episodes, -1)[:, :length]
+        cell = np.stack(np.divmod(order, board.side), -1)
+        actions = ((cell + (actions + 1.0) / 2.0) / board.side * 2.0 - 1.0).astype(np.float32)
     states[:, 0] = rng.choice(board.reachable, size=episodes)
     for t in range(1, length):
         states[:, t] = board.step(states[:, t - 1], actions[:, t - 1])
@@ -117,6 +125,7 @@ class LightsOutConfig:
     episodes: int = 2000  # random-press episodes in the offline dataset
     episode_length: int = 50  # presses per episode
     encoding: Encoding = "onehot"  # how a light reaches the networks (onehot is the puzzle's)
+    presses: Presses = "random"  # the data's presses: uniformly random, or each button once per side^2 presses
     preset: str = "tiny"  # MQE preset (see mqe_model.agents.mqe.get_config)
     gamma: float = 0.95  # discount per press; the farthest reachable pattern is at most side^2 presses
     alpha: float = 0.03  # behaviour-cloning weight
@@ -160,7 +169,8 @@ def train_and_evaluate(config: LightsOutConfig) -> LightsOutResult:
 
     board = LightsOut(config.side)
     rng = np.random.default_rng(config.seed)
-    data = random_press_dataset(board, rng, config.episodes, config.episode_length, config.encoding)
+    data = random_press_dataset(board, rng, config.episodes, config.episode_length, config.encoding,
+                                config.presses)
     agent, train_seconds = train_mqe(data, config.agent_config(), config.steps, config.updates_per_dispatch,
                                      config.seed, rng)
 

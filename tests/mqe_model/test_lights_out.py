@@ -61,6 +61,18 @@ def test_random_press_data_moves_one_press_a_step():
     assert data.terminals.reshape(30, 10)[:, -1].all() and data.terminals.sum() == 30
 
 
+def test_distinct_presses_press_every_button_once_a_run():
+    board = LightsOut(4)
+    data = random_press_dataset(board, np.random.default_rng(1), episodes=5, length=40, encoding="binary",
+                                presses="distinct")
+    buttons = board.button(data.actions).reshape(5, 40)
+    for run in (buttons[:, :16], buttons[:, 16:32]):
+        assert (np.sort(run, axis=1) == np.arange(16)).all()
+    assert len(set(buttons[:, 32:].ravel())) > 1 and (np.abs(data.actions) <= 1.0).all()
+    lights = (data.observations.astype(np.int64) << np.arange(16)).sum(axis=1).reshape(5, 40)
+    assert (board.distance(lights[:, :-1], lights[:, 1:]) == 1).all()
+
+
 def test_bad_settings_are_refused_before_training():
     with pytest.raises(ValueError, match="side 5: must be 2, 3 or 4"):
         LightsOutConfig(side=5)
