@@ -112,7 +112,7 @@ def random_press_dataset(board: LightsOut, rng: np.random.Generator, episodes: i
     terminals = np.zeros((episodes, length), dtype=bool)
     terminals[:, -1] = True
     return Dataset(observations=board.observe(states.reshape(-1), encoding), actions=actions.reshape(-1, 2),
-                   terminals=terminals.reshape(-1), source=f"lights out {board.side}x{board.side} random presses")
+                   terminals=terminals.reshape(-1), source=f"lights out {board.side}x{board.side} {presses} presses")
 
 
 @dataclasses.dataclass(frozen=True)
