@@ -23,7 +23,7 @@ from mqe_model.toy.training import (
     agent_config_of,
     critic_greedy_policy,
     rollout_success,
-    train_mqe,
+    train_agent,
 )
 
 MAZE = (
@@ -167,7 +167,7 @@ def train_and_evaluate(config: GridworldConfig) -> GridworldResult:
     maze = GridMaze()
     rng = np.random.default_rng(config.seed)
     data = random_walk_dataset(maze, rng, config.episodes, config.episode_length)
-    agent, train_seconds = train_mqe(data, config.agent_config(), config.steps, config.updates_per_dispatch,
+    agent, train_seconds = train_agent("mqe", data, config.agent_config(), config.steps, config.updates_per_dispatch,
                                      config.seed, rng)
 
     n = maze.num_states

@@ -9,7 +9,8 @@ steps a press, a 200-step horizon).
 
 One step is one press. Actions are 2-d vectors in [-1, 1]^2 that point at a button on the side x side
 board (as the arm's position does in the puzzle), so a continuous actor acts here. The offline data
-presses uniformly random buttons from random reachable patterns.
+presses uniformly random buttons from random reachable patterns. `--agent gciql` trains GCIQL instead,
+whose critic reads s and g together (one MLP over both), against MQE's separate phi(s, a) and psi(g).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from mqe_model.toy.training import (
     actor_policy,
     agent_config_of,
     critic_greedy_policy,
+    distance_steps,
     rollout_success,
-    train_mqe,
+    train_agent,
 )
 
 Encoding = Literal["onehot", "binary", "signed"]
@@ -117,8 +119,9 @@ def random_press_dataset(board: LightsOut, rng: np.random.Generator, episodes: i
 
 @dataclasses.dataclass(frozen=True)
 class LightsOutConfig:
-    """Train MQE on random presses and report how its distance follows the presses a goal needs."""
+    """Train an agent on random presses and report how its critic's distance follows the presses a goal needs."""
 
+    agent: Literal["mqe", "gciql"] = "mqe"  # whose critic: MQE's MRN over phi(s, a), psi(g), or GCIQL's V(s, g) on both
     steps: int = 20000  # gradient updates
     seed: int = 0  # seed for data, initialisation and evaluation
     side: int = 4  # board side: 4 is puzzle-4x4 (rank 12, at most 7 presses), 3 has one press set per pattern
@@ -126,7 +129,7 @@ class LightsOutConfig:
     episode_length: int = 50  # presses per episode
     encoding: Encoding = "onehot"  # how a light reaches the networks (onehot is the puzzle's)
     presses: Presses = "random"  # the data's presses: uniformly random, or each button once per side^2 presses
-    preset: str = "tiny"  # MQE preset (see mqe_model.agents.mqe.get_config)
+    preset: str = "tiny"  # the agent's preset (mqe_model.agents.mqe.get_config, gciql.get_config)
     gamma: float = 0.95  # discount per press; the farthest reachable pattern is at most side^2 presses
     alpha: float = 0.03  # behaviour-cloning weight
     lr: float = 1e-3  # Adam learning rate (higher than the paper's 3e-4 to train fast on a CPU)
@@ -134,7 +137,7 @@ class LightsOutConfig:
     pairs: int = 4000  # random reachable (state, goal) pairs the distances and rollouts are measured on
     far: int = 4  # goals at least this many presses away count as far (puzzle-4x4's tasks need 4-7)
     budget_factor: float = 2.0  # a rollout gets budget_factor x the pairs' most presses
-    set: tuple[str, ...] = ()  # MQE config overrides, key=value (e.g. --set lam=0.9)
+    set: tuple[str, ...] = ()  # agent config overrides, key=value (e.g. --set lam=0.9)
 
     def __post_init__(self) -> None:
         if not 2 <= self.side <= 4:
@@ -154,7 +157,7 @@ class LightsOutConfig:
 class LightsOutResult:
     """How the trained agent's distance follows the presses, and whether it reaches far patterns."""
 
-    spearman: float  # rank correlation of learned d(s, g) with the fewest presses, random reachable pairs
+    spearman: float  # rank correlation of the critic's d(s, g) with the fewest presses, random reachable pairs
     mean_distance_by_presses: dict[int, float]  # mean learned d(s, g) in steps (presses) per true press count
     critic_greedy_success_far: float  # the critic's greedy press, goals >= far presses away
     policy_success_far: float  # the actor on the same goals
@@ -171,7 +174,7 @@ def train_and_evaluate(config: LightsOutConfig) -> LightsOutResult:
     rng = np.random.default_rng(config.seed)
     data = random_press_dataset(board, rng, config.episodes, config.episode_length, config.encoding,
                                 config.presses)
-    agent, train_seconds = train_mqe(data, config.agent_config(), config.steps, config.updates_per_dispatch,
+    agent, train_seconds = train_agent(config.agent, data, config.agent_config(), config.steps, config.updates_per_dispatch,
                                      config.seed, rng)
 
     def observe(states: np.ndarray) -> np.ndarray:
@@ -180,7 +183,7 @@ def train_and_evaluate(config: LightsOutConfig) -> LightsOutResult:
     starts = rng.choice(board.reachable, size=config.pairs)
     goals = starts ^ rng.choice(board.reachable, size=config.pairs)  # reachable from the start by construction
     presses = board.distance(starts, goals)
-    learned = np.asarray(agent.distance(observe(starts), observe(goals)))
+    learned = distance_steps(agent, observe(starts), observe(goals))
     by_presses = {int(p): float(learned[presses == p].mean()) for p in np.unique(presses)}
 
     far = presses >= config.far
@@ -204,7 +207,7 @@ def train_and_evaluate(config: LightsOutConfig) -> LightsOutResult:
 
 
 def main() -> None:
-    """CLI: train on random presses and print what was learned (the last line is the result as JSON)."""
+    """CLI: train on random presses and print what the critic learned (the last line is the result as JSON)."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     config = tyro.cli(LightsOutConfig)
     result = train_and_evaluate(config)

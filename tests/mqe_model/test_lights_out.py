@@ -9,6 +9,7 @@ from mqe_model.toy.lights_out import (
     random_press_dataset,
     train_and_evaluate,
 )
+from mqe_model.toy.training import steps_of_value
 
 
 def test_press_counts_follow_the_boards_algebra():
@@ -88,5 +89,30 @@ def test_a_short_run_reports_distances_for_every_press_count():
     assert set(result.mean_distance_by_presses) <= set(range(10)) and len(result.mean_distance_by_presses) >= 6
     assert all(d >= 0 for d in result.mean_distance_by_presses.values())
     assert 0 < result.num_far_pairs < 300
+    for rate in (result.critic_greedy_success_far, result.policy_success_far, result.random_success_far):
+        assert 0.0 <= rate <= 1.0
+
+
+def test_steps_of_value_inverts_the_value_of_d_steps():
+    gamma = 0.95
+    d = np.array([0.0, 1.0, 2.0, 7.0, 30.0])
+    v = -(1.0 - gamma**d) / (1.0 - gamma)
+    np.testing.assert_allclose(steps_of_value(v, gamma), d, atol=1e-9)
+    assert steps_of_value(np.array([0.5]), gamma)[0] == 0.0  # above 0: at the goal
+    floor = steps_of_value(np.array([-1.0 / (1.0 - gamma) - 1.0]), gamma)[0]
+    assert np.isfinite(floor) and floor > 1000  # never reaching the goal reads as very far, not inf
+
+
+def test_an_agent_without_a_critic_is_refused():
+    with pytest.raises(ValueError, match="agent 'gcbc': the toys read a critic's distance"):
+        LightsOutConfig(agent="gcbc")
+
+
+def test_a_short_gciql_run_reads_its_value_as_presses():
+    config = LightsOutConfig(agent="gciql", steps=20, updates_per_dispatch=10, side=3, episodes=20,
+                             episode_length=8, pairs=300)
+    result = train_and_evaluate(config)
+    assert len(result.mean_distance_by_presses) >= 6
+    assert all(d >= 0 for d in result.mean_distance_by_presses.values())
     for rate in (result.critic_greedy_success_far, result.policy_success_far, result.random_success_far):
         assert 0.0 <= rate <= 1.0
