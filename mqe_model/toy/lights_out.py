@@ -11,18 +11,24 @@ One step is one press. Actions are 2-d vectors in [-1, 1]^2 that point at a butt
 board (as the arm's position does in the puzzle), so a continuous actor acts here. The offline data
 presses uniformly random buttons from random reachable patterns. `--agent gciql` trains GCIQL instead,
 whose critic reads s and g together (one MLP over both), against MQE's separate phi(s, a) and psi(g).
+`--target presses` trains no agent: MQE's psi is regressed onto the true presses, to ask whether its
+architecture can represent them at all.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
+import time
 from typing import Literal
 
+import jax
 import numpy as np
 import tyro
 
+from mqe_model.agents import mqe
 from mqe_model.data.dataset import Dataset
 from mqe_model.toy.training import (
     actor_policy,
@@ -35,6 +41,9 @@ from mqe_model.toy.training import (
 
 Encoding = Literal["onehot", "binary", "signed"]
 Presses = Literal["random", "distinct"]
+Target = Literal["backup", "presses"]
+
+log = logging.getLogger(__name__)
 
 
 class LightsOut:
@@ -94,6 +103,12 @@ class LightsOut:
             return on
         return 2.0 * on - 1.0
 
+    def patterns(self, observations: np.ndarray, encoding: Encoding = "onehot") -> np.ndarray:
+        """The light patterns that `observe` made `observations` of (its inverse)."""
+        obs = np.asarray(observations)
+        on = obs[..., 1::2] if encoding == "onehot" else obs if encoding == "binary" else (obs + 1.0) / 2.0
+        return ((on > 0.5).astype(np.int64) << np.arange(self.buttons)).sum(axis=-1)
+
 
 def random_press_dataset(board: LightsOut, rng: np.random.Generator, episodes: int, length: int,
                          encoding: Encoding, presses: Presses = "random") -> Dataset:
@@ -138,10 +153,14 @@ class LightsOutConfig:
     far: int = 4  # goals at least this many presses away count as far (puzzle-4x4's tasks need 4-7)
     budget_factor: float = 2.0  # a rollout gets budget_factor x the pairs' most presses
     set: tuple[str, ...] = ()  # agent config overrides, key=value (e.g. --set lam=0.9)
+    target: Target = "backup"  # 'presses': no RL, MQE's psi regressed onto the true fewest presses (can its MRN represent them?)
 
     def __post_init__(self) -> None:
         if not 2 <= self.side <= 4:
             raise ValueError(f"side {self.side}: must be 2, 3 or 4")
+        if self.target == "presses" and self.agent != "mqe":
+            raise ValueError(f"target 'presses' fits MQE's quasimetric critic; agent {self.agent!r} has none: "
+                             f"leave --agent at mqe")
         if self.episode_length < 2 or self.episodes < 1 or self.pairs < 1:
             raise ValueError("need episodes >= 1, episode_length >= 2 and pairs >= 1")
         if self.far < 1:
@@ -159,31 +178,104 @@ class LightsOutResult:
 
     spearman: float  # rank correlation of the critic's d(s, g) with the fewest presses, random reachable pairs
     mean_distance_by_presses: dict[int, float]  # mean learned d(s, g) in steps (presses) per true press count
-    critic_greedy_success_far: float  # the critic's greedy press, goals >= far presses away
-    policy_success_far: float  # the actor on the same goals
+    critic_greedy_success_far: float  # the critic's greedy press, goals >= far presses away (target presses: by psi of the next pattern)
+    policy_success_far: float | None  # the actor on the same goals; None with target presses, which trains no actor
     random_success_far: float  # random presses (the data's policy) on the same goals and budget
     num_far_pairs: int  # far pairs among the random ones
     train_seconds: float  # wall time of the training updates
 
 
+def random_pairs(board: LightsOut, rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """`size` random reachable patterns and goals reachable from each (a reachable pattern XOR-ed on)."""
+    starts = rng.choice(board.reachable, size=size)
+    return starts, starts ^ rng.choice(board.reachable, size=size)
+
+
+def fit_presses(board: LightsOut, config: LightsOutConfig, rng: np.random.Generator):
+    """MQE's critic with no backup: psi regressed so that each head's MRN(psi(s), psi(g)),
+    in steps, is the fewest presses from s to g, on fresh random reachable pairs each update (mean squared
+    error over heads and pairs, Adam at the config's lr). Whether this fits tells whether MQE's
+    architecture can represent the distance at all. Returns (critic params, training seconds)."""
+    import jax.numpy as jnp
+    import optax
+
+    agent_config = config.agent_config()
+    critic = mqe.Critic(agent_config)
+    example = jnp.asarray(board.observe(board.reachable[:1], config.encoding))
+    params = critic.init(jax.random.PRNGKey(config.seed), example, jnp.zeros((1, 2)))["params"]
+    optimizer = optax.adam(config.lr)
+
+    def loss(params, s, g, presses):
+        psi = critic.apply({"params": params}, jnp.concatenate([s, g]), method=mqe.Critic.psi)
+        psi_s, psi_g = jnp.split(psi, 2, axis=1)
+        steps = mqe.mrn_distance(psi_s, psi_g, agent_config.num_components) / agent_config.step_scale
+        return jnp.mean(jnp.square(steps - presses[None]))
+
+    @jax.jit
+    def updates(params, opt_state, batches):
+        def one(carry, batch):
+            params, opt_state = carry
+            value, grads = jax.value_and_grad(loss)(params, *batch)
+            changes, opt_state = optimizer.update(grads, opt_state, params)
+            return (optax.apply_updates(params, changes), opt_state), value
+        (params, opt_state), values = jax.lax.scan(one, (params, opt_state), batches)
+        return params, opt_state, values[-1]
+
+    def batches():
+        k, size = config.updates_per_dispatch, agent_config.batch_size
+        s, g = random_pairs(board, rng, k * size)
+        return (board.observe(s, config.encoding).reshape(k, size, -1), board.observe(g, config.encoding).reshape(k, size, -1),
+                board.distance(s, g).astype(np.float32).reshape(k, size))
+
+    opt_state, start = optimizer.init(params), time.perf_counter()
+    dispatches = config.steps // config.updates_per_dispatch
+    for i in range(dispatches):
+        params, opt_state, value = updates(params, opt_state, batches())
+        if (i + 1) % max(1, dispatches // 4) == 0:
+            log.info("step %d: squared error %.4f presses^2", (i + 1) * config.updates_per_dispatch, float(value))
+    jax.block_until_ready(params)
+    return params, time.perf_counter() - start
+
+
+def psi_lookahead_policy(board: LightsOut, config: LightsOutConfig, distance):
+    """The press whose next pattern is nearest the goal by `distance(obs, goal_obs)` (psi to psi): the greedy
+    read-out of a critic whose phi(s, a) was not trained."""
+
+    def act(obs: np.ndarray, goal_obs: np.ndarray) -> np.ndarray:
+        patterns = board.patterns(obs, config.encoding)
+        after = [board.observe(patterns ^ mask, config.encoding) for mask in board.masks]
+        nearness = np.stack([np.asarray(distance(a, goal_obs)) for a in after], -1)
+        return board.button_actions[nearness.argmin(-1)]
+
+    return act
+
+
 def train_and_evaluate(config: LightsOutConfig) -> LightsOutResult:
-    """Train on random presses, then compare d(s, g) with the fewest presses and roll out far goals."""
+    """Train on random presses (or fit the presses, `target`), then compare d(s, g) with the fewest presses
+    and roll out far goals."""
     from scipy.stats import spearmanr
 
     board = LightsOut(config.side)
     rng = np.random.default_rng(config.seed)
-    data = random_press_dataset(board, rng, config.episodes, config.episode_length, config.encoding,
-                                config.presses)
-    agent, train_seconds = train_agent(config.agent, data, config.agent_config(), config.steps, config.updates_per_dispatch,
-                                     config.seed, rng)
 
     def observe(states: np.ndarray) -> np.ndarray:
         return board.observe(states, config.encoding)
 
-    starts = rng.choice(board.reachable, size=config.pairs)
-    goals = starts ^ rng.choice(board.reachable, size=config.pairs)  # reachable from the start by construction
+    if config.target == "presses":
+        critic_params, train_seconds = fit_presses(board, config, rng)
+        distance = jax.jit(lambda s, g: mqe.state_goal_distance(critic_params, config.agent_config(), s, g))
+        greedy, actor = psi_lookahead_policy(board, config, distance), None
+    else:
+        data = random_press_dataset(board, rng, config.episodes, config.episode_length, config.encoding,
+                                    config.presses)
+        agent, train_seconds = train_agent(config.agent, data, config.agent_config(), config.steps,
+                                           config.updates_per_dispatch, config.seed, rng)
+        distance = functools.partial(distance_steps, agent)
+        greedy, actor = critic_greedy_policy(agent, board.button_actions), actor_policy(agent, config.seed)
+
+    starts, goals = random_pairs(board, rng, config.pairs)
     presses = board.distance(starts, goals)
-    learned = distance_steps(agent, observe(starts), observe(goals))
+    learned = np.asarray(distance(observe(starts), observe(goals)))
     by_presses = {int(p): float(learned[presses == p].mean()) for p in np.unique(presses)}
 
     far = presses >= config.far
@@ -198,8 +290,8 @@ def train_and_evaluate(config: LightsOutConfig) -> LightsOutResult:
     return LightsOutResult(
         spearman=float(spearmanr(learned, presses).statistic),
         mean_distance_by_presses=by_presses,
-        critic_greedy_success_far=success(critic_greedy_policy(agent, board.button_actions)),
-        policy_success_far=success(actor_policy(agent, config.seed)),
+        critic_greedy_success_far=success(greedy),
+        policy_success_far=None if actor is None else success(actor),
         random_success_far=success(random_presses),
         num_far_pairs=int(far.sum()),
         train_seconds=train_seconds,
@@ -215,9 +307,10 @@ def main() -> None:
     print(f"Spearman(learned distance, fewest presses), random reachable pairs: {result.spearman:.3f}")
     print("mean learned distance by presses: "
           + ", ".join(f"{p}: {d:.2f}" for p, d in result.mean_distance_by_presses.items()))
+    actor = "none trained" if result.policy_success_far is None else f"{result.policy_success_far:.2f}"
     print(f"far goals (>= {config.far} presses, {result.num_far_pairs} pairs), success within "
           f"{config.budget_factor:g}x the most presses: critic greedy {result.critic_greedy_success_far:.2f}, "
-          f"actor {result.policy_success_far:.2f}, random presses {result.random_success_far:.2f}")
+          f"actor {actor}, random presses {result.random_success_far:.2f}")
     print(json.dumps(dataclasses.asdict(result)))
 
 

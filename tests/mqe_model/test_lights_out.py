@@ -9,7 +9,6 @@ from mqe_model.toy.lights_out import (
     random_press_dataset,
     train_and_evaluate,
 )
-from mqe_model.toy.training import steps_of_value
 
 
 def test_press_counts_follow_the_boards_algebra():
@@ -93,16 +92,6 @@ def test_a_short_run_reports_distances_for_every_press_count():
         assert 0.0 <= rate <= 1.0
 
 
-def test_steps_of_value_inverts_the_value_of_d_steps():
-    gamma = 0.95
-    d = np.array([0.0, 1.0, 2.0, 7.0, 30.0])
-    v = -(1.0 - gamma**d) / (1.0 - gamma)
-    np.testing.assert_allclose(steps_of_value(v, gamma), d, atol=1e-9)
-    assert steps_of_value(np.array([0.5]), gamma)[0] == 0.0  # above 0: at the goal
-    floor = steps_of_value(np.array([-1.0 / (1.0 - gamma) - 1.0]), gamma)[0]
-    assert np.isfinite(floor) and floor > 1000  # never reaching the goal reads as very far, not inf
-
-
 def test_an_agent_without_a_critic_is_refused():
     with pytest.raises(ValueError, match="agent 'gcbc': the toys read a critic's distance"):
         LightsOutConfig(agent="gcbc")
@@ -116,3 +105,26 @@ def test_a_short_gciql_run_reads_its_value_as_presses():
     assert all(d >= 0 for d in result.mean_distance_by_presses.values())
     for rate in (result.critic_greedy_success_far, result.policy_success_far, result.random_success_far):
         assert 0.0 <= rate <= 1.0
+
+
+@pytest.mark.parametrize("encoding", ["onehot", "binary", "signed"])
+def test_patterns_invert_observe(encoding):
+    board = LightsOut(3)
+    states = np.arange(512)
+    assert (board.patterns(board.observe(states, encoding), encoding) == states).all()
+
+
+def test_fitting_the_presses_needs_mqes_critic():
+    with pytest.raises(ValueError, match="target 'presses' fits MQE's quasimetric critic; agent 'gciql' has none"):
+        LightsOutConfig(agent="gciql", target="presses")
+
+
+def test_mqes_critic_fitted_to_the_presses_of_a_2x2_board_ranks_them():
+    """With no backup, the MRN over separate psi(s), psi(g) learns the 2x2 board's presses (16 patterns), and
+    its greedy press by psi of the next pattern reaches the far ones: the read-out works where the answer
+    is representable."""
+    result = train_and_evaluate(LightsOutConfig(target="presses", side=2, steps=1000, pairs=500))
+    assert result.spearman >= 0.9 and result.policy_success_far is None
+    distances = [result.mean_distance_by_presses[p] for p in sorted(result.mean_distance_by_presses)]
+    assert distances[0] < 0.1 and all(b > a for a, b in zip(distances, distances[1:]))
+    assert result.critic_greedy_success_far >= 0.9 > result.random_success_far
