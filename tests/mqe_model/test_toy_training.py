@@ -5,9 +5,15 @@ from mqe_model.agents import gciql, mqe
 from mqe_model.toy.training import critic_greedy_policy, steps_of_value
 
 
-def tiny_batch(rng: np.random.Generator, size: int = 8) -> dict:
-    obs = rng.normal(size=(size, 5)).astype(np.float32)
-    return {"observations": obs, "actions": rng.uniform(-1, 1, size=(size, 2)).astype(np.float32)}
+def greedy_choice(agent_class, config, seed: int):
+    """A freshly made agent on 8 random states and goals, 6 random candidate actions, and the greedy policy's
+    choice among them: (agent, observations, goals, candidates, chosen)."""
+    rng = np.random.default_rng(seed)
+    observations, goals = rng.normal(size=(2, 8, 5)).astype(np.float32)
+    batch = {"observations": observations, "actions": rng.uniform(-1, 1, size=(8, 2)).astype(np.float32)}
+    agent = agent_class.create(0, batch, config)
+    candidates = rng.uniform(-1, 1, size=(6, 2)).astype(np.float32)
+    return agent, observations, goals, candidates, critic_greedy_policy(agent, candidates)(observations, goals)
 
 
 def test_steps_of_value_inverts_the_value_of_d_steps():
@@ -21,29 +27,19 @@ def test_steps_of_value_inverts_the_value_of_d_steps():
 
 
 def test_mqe_greedy_picks_the_candidate_of_least_distance():
-    rng = np.random.default_rng(0)
-    batch = tiny_batch(rng)
-    agent = mqe.MQEAgent.create(0, batch, mqe.get_config("tiny"))
-    candidates = rng.uniform(-1, 1, size=(6, 2)).astype(np.float32)
-    goals = rng.normal(size=batch["observations"].shape).astype(np.float32)
-    chosen = critic_greedy_policy(agent, candidates)(batch["observations"], goals)
+    agent, observations, goals, candidates, chosen = greedy_choice(mqe.MQEAgent, mqe.get_config("tiny"), 0)
     critic, variables = mqe.Critic(agent.config), {"params": agent.params["critic"]}
     psi_g = critic.apply(variables, goals, method=mqe.Critic.psi)
     costs = np.stack([np.asarray(jnp.min(mqe.mrn_distance(
-        critic.apply(variables, batch["observations"], np.tile(a, (8, 1)), method=mqe.Critic.phi), psi_g), axis=0))
+        critic.apply(variables, observations, np.tile(a, (8, 1)), method=mqe.Critic.phi), psi_g), axis=0))
         for a in candidates], -1)
     np.testing.assert_array_equal(chosen, candidates[costs.argmin(-1)])
     assert len({tuple(a) for a in chosen}) > 1  # the choice depends on the state: not one fixed candidate
 
 
 def test_gciql_greedy_picks_the_candidate_of_largest_q():
-    rng = np.random.default_rng(1)
-    batch = tiny_batch(rng)
-    agent = gciql.GCIQLAgent.create(0, batch, gciql.get_config("tiny"))
-    candidates = rng.uniform(-1, 1, size=(6, 2)).astype(np.float32)
-    goals = rng.normal(size=batch["observations"].shape).astype(np.float32)
-    chosen = critic_greedy_policy(agent, candidates)(batch["observations"], goals)
+    agent, observations, goals, candidates, chosen = greedy_choice(gciql.GCIQLAgent, gciql.get_config("tiny"), 1)
     critic = gciql.Critic(agent.config)
-    q = np.stack([np.asarray(jnp.min(critic.apply({"params": agent.params["critic"]}, batch["observations"], goals,
+    q = np.stack([np.asarray(jnp.min(critic.apply({"params": agent.params["critic"]}, observations, goals,
                                                   np.tile(a, (8, 1))), axis=0)) for a in candidates], -1)
     np.testing.assert_array_equal(chosen, candidates[q.argmax(-1)])
