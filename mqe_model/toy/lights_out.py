@@ -12,7 +12,8 @@ board (as the arm's position does in the puzzle), so a continuous actor acts her
 presses uniformly random buttons from random reachable patterns. `--agent gciql` trains GCIQL instead,
 whose critic reads s and g together (one MLP over both), against MQE's separate phi(s, a) and psi(g).
 `--target presses` trains no agent: MQE's psi is regressed onto the true presses, to ask whether its
-architecture can represent them at all.
+architecture can represent them at all; `--target successor` regresses it onto the data's own successor
+distance (`LightsOut.successor_distance`), the behaviour quantity that the paper's theorem bounds MQE's by.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import tyro
 from mqe_model.agents import mqe
 from mqe_model.data.dataset import Dataset
 from mqe_model.toy.training import (
+    action_distance_steps,
     actor_policy,
     agent_config_of,
     critic_greedy_policy,
@@ -41,7 +43,7 @@ from mqe_model.toy.training import (
 
 Encoding = Literal["onehot", "binary", "signed"]
 Presses = Literal["random", "distinct"]
-Target = Literal["backup", "presses"]
+Target = Literal["backup", "presses", "successor"]
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +86,21 @@ class LightsOut:
         """Fewest presses from each state to its goal (-1: the goal cannot be reached)."""
         return self.presses[np.asarray(states) ^ np.asarray(goals)]
 
+    def successor_distance(self, gamma: float) -> np.ndarray:
+        """(2^buttons,) the random-press data's own successor distance, in steps, from any pattern s to
+        s XOR x for each x: (log p(s | s) - log p(s XOR x | s)) / -log(gamma), p the discounted occupancy
+        (1 - gamma) sum_k>=0 gamma^k P(s_k | s_0) of uniformly random presses; inf where x is unreachable.
+        A metric (Myers et al.'s; the MQE paper's theorem bounds MQE's distance by it). Exact: the walk is
+        diagonal in the Walsh-Hadamard basis, press set x's eigenvalue the mean of (-1)^popcount(x & mask)."""
+        if not 0.0 < gamma < 1.0:
+            raise ValueError(f"gamma {gamma}: must be in (0, 1)")
+        characters = np.arange(1 << self.buttons)
+        eigenvalues = np.mean([1.0 - 2.0 * (np.bitwise_count(characters & m) & 1) for m in self.masks], axis=0)
+        occupancy = _walsh_hadamard((1.0 - gamma) / (1.0 - gamma * eigenvalues)) / len(characters)
+        steps = np.full(len(characters), np.inf)
+        steps[self.reachable] = np.log(occupancy[0] / occupancy[self.reachable]) / -np.log(gamma)
+        return steps
+
     def button(self, actions: np.ndarray) -> np.ndarray:
         """The button each 2-d action in [-1, 1]^2 points at: (row, column) cells of width 2 / side."""
         cell = np.clip(np.floor((np.asarray(actions) + 1.0) / 2.0 * self.side), 0, self.side - 1).astype(np.int64)
@@ -108,6 +125,16 @@ class LightsOut:
         obs = np.asarray(observations)
         on = obs[..., 1::2] if encoding == "onehot" else obs if encoding == "binary" else (obs + 1.0) / 2.0
         return ((on > 0.5).astype(np.int64) << np.arange(self.buttons)).sum(axis=-1)
+
+
+def _walsh_hadamard(values: np.ndarray) -> np.ndarray:
+    """sum_y (-1)^popcount(x & y) values[y] for every x, by butterflies (len(values) a power of two)."""
+    out, half = np.asarray(values, np.float64), 1
+    while half < len(out):
+        pairs = out.reshape(-1, 2, half)
+        out = np.concatenate([pairs[:, :1] + pairs[:, 1:], pairs[:, :1] - pairs[:, 1:]], axis=1).reshape(-1)
+        half *= 2
+    return out
 
 
 def random_press_dataset(board: LightsOut, rng: np.random.Generator, episodes: int, length: int,
@@ -153,13 +180,13 @@ class LightsOutConfig:
     far: int = 4  # goals at least this many presses away count as far (puzzle-4x4's tasks need 4-7)
     budget_factor: float = 2.0  # a rollout gets budget_factor x the pairs' most presses
     set: tuple[str, ...] = ()  # agent config overrides, key=value (e.g. --set lam=0.9)
-    target: Target = "backup"  # 'presses': no RL, MQE's psi regressed onto the true fewest presses (can its MRN represent them?)
+    target: Target = "backup"  # 'presses' / 'successor': no RL, MQE's psi regressed onto the fewest presses / the data's successor distance
 
     def __post_init__(self) -> None:
         if not 2 <= self.side <= 4:
             raise ValueError(f"side {self.side}: must be 2, 3 or 4")
-        if self.target == "presses" and self.agent != "mqe":
-            raise ValueError(f"target 'presses' fits MQE's quasimetric critic; agent {self.agent!r} has none: "
+        if self.target != "backup" and self.agent != "mqe":
+            raise ValueError(f"target {self.target!r} fits MQE's quasimetric critic; agent {self.agent!r} has none: "
                              f"leave --agent at mqe")
         if self.episode_length < 2 or self.episodes < 1 or self.pairs < 1:
             raise ValueError("need episodes >= 1, episode_length >= 2 and pairs >= 1")
@@ -178,8 +205,12 @@ class LightsOutResult:
 
     spearman: float  # rank correlation of the critic's d(s, g) with the fewest presses, random reachable pairs
     mean_distance_by_presses: dict[int, float]  # mean learned d(s, g) in steps (presses) per true press count
-    critic_greedy_success_far: float  # the critic's greedy press, goals >= far presses away (target presses: by psi of the next pattern)
-    policy_success_far: float | None  # the actor on the same goals; None with target presses, which trains no actor
+    action_spearman: float | None  # the same for the critic through its best button, min_a d(phi(s, a), psi(g)) (GCIQL: max_a Q); None with a supervised target
+    action_distance_by_presses: dict[int, float] | None  # its mean in steps per true press count
+    behaviour_spearman: float  # the same for the data's own successor distance (exact, LightsOut.successor_distance at gamma)
+    behaviour_distance_by_presses: dict[int, float]  # its mean in steps per true press count
+    critic_greedy_success_far: float  # the critic's greedy press, goals >= far presses away (supervised targets: by psi of the next pattern)
+    policy_success_far: float | None  # the actor on the same goals; None with a supervised target, which trains no actor
     random_success_far: float  # random presses (the data's policy) on the same goals and budget
     num_far_pairs: int  # far pairs among the random ones
     train_seconds: float  # wall time of the training updates
@@ -191,11 +222,12 @@ def random_pairs(board: LightsOut, rng: np.random.Generator, size: int) -> tuple
     return starts, starts ^ rng.choice(board.reachable, size=size)
 
 
-def fit_presses(board: LightsOut, config: LightsOutConfig, rng: np.random.Generator):
-    """MQE's critic with no backup: psi regressed so that each head's MRN(psi(s), psi(g)),
-    in steps, is the fewest presses from s to g, on fresh random reachable pairs each update (mean squared
-    error over heads and pairs, Adam at the config's lr). Whether this fits tells whether MQE's
-    architecture can represent the distance at all. Returns (critic params, training seconds)."""
+def fit_distance(board: LightsOut, config: LightsOutConfig, rng: np.random.Generator):
+    """MQE's critic with no backup: psi regressed so that each head's MRN(psi(s), psi(g)), in steps, is the
+    config's target from s to g (the fewest presses, or the data's successor distance at its gamma), on fresh
+    random reachable pairs each update (mean squared error over heads and pairs, Adam at the config's lr).
+    Whether this fits tells whether MQE's architecture can represent that distance at all. Returns (critic
+    params, training seconds)."""
     import jax.numpy as jnp
     import optax
 
@@ -205,11 +237,13 @@ def fit_presses(board: LightsOut, config: LightsOutConfig, rng: np.random.Genera
     params = critic.init(jax.random.PRNGKey(config.seed), example, jnp.zeros((1, 2)))["params"]
     optimizer = optax.adam(config.lr)
 
-    def loss(params, s, g, presses):
+    successor = board.successor_distance(config.gamma) if config.target == "successor" else None
+
+    def loss(params, s, g, target_steps):
         psi = critic.apply({"params": params}, jnp.concatenate([s, g]), method=mqe.Critic.psi)
         psi_s, psi_g = jnp.split(psi, 2, axis=1)
         steps = mqe.mrn_distance(psi_s, psi_g, agent_config.num_components) / agent_config.step_scale
-        return jnp.mean(jnp.square(steps - presses[None]))
+        return jnp.mean(jnp.square(steps - target_steps[None]))
 
     @jax.jit
     def updates(params, opt_state, batches):
@@ -225,14 +259,14 @@ def fit_presses(board: LightsOut, config: LightsOutConfig, rng: np.random.Genera
         k, size = config.updates_per_dispatch, agent_config.batch_size
         s, g = random_pairs(board, rng, k * size)
         return (board.observe(s, config.encoding).reshape(k, size, -1), board.observe(g, config.encoding).reshape(k, size, -1),
-                board.distance(s, g).astype(np.float32).reshape(k, size))
+                (board.distance(s, g) if successor is None else successor[s ^ g]).astype(np.float32).reshape(k, size))
 
     opt_state, start = optimizer.init(params), time.perf_counter()
     dispatches = config.steps // config.updates_per_dispatch
     for i in range(dispatches):
         params, opt_state, value = updates(params, opt_state, batches())
         if (i + 1) % max(1, dispatches // 4) == 0:
-            log.info("step %d: squared error %.4f presses^2", (i + 1) * config.updates_per_dispatch, float(value))
+            log.info("step %d: squared error %.4f steps^2", (i + 1) * config.updates_per_dispatch, float(value))
     jax.block_until_ready(params)
     return params, time.perf_counter() - start
 
@@ -261,8 +295,8 @@ def train_and_evaluate(config: LightsOutConfig) -> LightsOutResult:
     def observe(states: np.ndarray) -> np.ndarray:
         return board.observe(states, config.encoding)
 
-    if config.target == "presses":
-        critic_params, train_seconds = fit_presses(board, config, rng)
+    if config.target != "backup":
+        critic_params, train_seconds = fit_distance(board, config, rng)
         distance = jax.jit(lambda s, g: mqe.state_goal_distance(critic_params, config.agent_config(), s, g))
         greedy, actor = psi_lookahead_policy(board, config, distance), None
     else:
@@ -275,8 +309,17 @@ def train_and_evaluate(config: LightsOutConfig) -> LightsOutResult:
 
     starts, goals = random_pairs(board, rng, config.pairs)
     presses = board.distance(starts, goals)
-    learned = np.asarray(distance(observe(starts), observe(goals)))
-    by_presses = {int(p): float(learned[presses == p].mean()) for p in np.unique(presses)}
+
+    def ranked(steps: np.ndarray) -> tuple[float, dict[int, float]]:
+        by_presses = {int(p): float(steps[presses == p].mean()) for p in np.unique(presses)}
+        return float(spearmanr(steps, presses).statistic), by_presses
+
+    spearman, by_presses = ranked(np.asarray(distance(observe(starts), observe(goals))))
+    action_spearman, action_by_presses = None, None
+    if config.target == "backup":
+        through_actions = action_distance_steps(agent, board.button_actions)
+        action_spearman, action_by_presses = ranked(through_actions(observe(starts), observe(goals)))
+    behaviour_spearman, behaviour_by_presses = ranked(board.successor_distance(config.gamma)[starts ^ goals])
 
     far = presses >= config.far
     budget = int(np.ceil(config.budget_factor * presses.max()))
@@ -288,8 +331,12 @@ def train_and_evaluate(config: LightsOutConfig) -> LightsOutResult:
         return rng.uniform(-1.0, 1.0, size=(len(obs), 2))
 
     return LightsOutResult(
-        spearman=float(spearmanr(learned, presses).statistic),
+        spearman=spearman,
         mean_distance_by_presses=by_presses,
+        action_spearman=action_spearman,
+        action_distance_by_presses=action_by_presses,
+        behaviour_spearman=behaviour_spearman,
+        behaviour_distance_by_presses=behaviour_by_presses,
         critic_greedy_success_far=success(greedy),
         policy_success_far=None if actor is None else success(actor),
         random_success_far=success(random_presses),
@@ -307,6 +354,11 @@ def main() -> None:
     print(f"Spearman(learned distance, fewest presses), random reachable pairs: {result.spearman:.3f}")
     print("mean learned distance by presses: "
           + ", ".join(f"{p}: {d:.2f}" for p, d in result.mean_distance_by_presses.items()))
+    if result.action_spearman is not None:
+        print(f"through the best button (phi): Spearman {result.action_spearman:.3f}; by presses "
+              + ", ".join(f"{p}: {d:.2f}" for p, d in result.action_distance_by_presses.items()))
+    print(f"the data's own successor distance (exact): Spearman {result.behaviour_spearman:.3f}; by presses "
+          + ", ".join(f"{p}: {d:.1f}" for p, d in result.behaviour_distance_by_presses.items()))
     actor = "none trained" if result.policy_success_far is None else f"{result.policy_success_far:.2f}"
     print(f"far goals (>= {config.far} presses, {result.num_far_pairs} pairs), success within "
           f"{config.budget_factor:g}x the most presses: critic greedy {result.critic_greedy_success_far:.2f}, "

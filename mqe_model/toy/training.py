@@ -116,23 +116,37 @@ def critic_greedy_policy(agent, candidates: np.ndarray) -> Callable[[np.ndarray,
     is smallest, for GCIQL the one whose Q(s, a, g) (the smaller head) is largest: the critic's own
     read-out, with no actor in the way. One jitted call a step scores every candidate (run eagerly, a
     gridworld rollout took ~20 s)."""
+    candidates = np.asarray(candidates, np.float32)
+    costs = _candidate_costs(agent, candidates)
+    return lambda obs, goal_obs: candidates[np.asarray(costs(obs, goal_obs)).argmin(axis=0)]
+
+
+def action_distance_steps(agent, candidates: np.ndarray) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """The critic's distance through its best candidate action, in steps: for MQE min over `candidates` of
+    d(phi(s, a), psi(g)) / -log(gamma), for GCIQL `steps_of_value` of the largest Q(s, a, g). Beside
+    `distance_steps` (MQE: psi(s) to psi(g)) it tells whether phi holds what psi(s) does not."""
+    costs = _candidate_costs(agent, np.asarray(candidates, np.float32))
+    if agent_name(agent) == "mqe":
+        return lambda obs, goal_obs: np.asarray(costs(obs, goal_obs)).min(axis=0) / agent.config.step_scale
+    return lambda obs, goal_obs: steps_of_value(-np.asarray(costs(obs, goal_obs)).min(axis=0), agent.config.gamma)
+
+
+def _candidate_costs(agent, candidates: np.ndarray) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """(obs, goal_obs) -> (K, B) cost of each candidate action for each pair, in one jitted call:
+    MQE's min over heads of d(phi(s, a), psi(g)), GCIQL's -min over heads of Q(s, a, g)."""
     import jax
     import jax.numpy as jnp
 
-    candidates = np.asarray(candidates, np.float32)
     cost = _mqe_action_costs(agent) if agent_name(agent) == "mqe" else _gciql_action_costs(agent)
 
     @jax.jit
-    def best(params, obs, goal_obs):
+    def all_costs(params, obs, goal_obs):
         def of_candidate(action):
             return cost(params, obs, goal_obs, jnp.broadcast_to(action, (obs.shape[0], action.size)))
 
-        return jnp.argmin(jax.vmap(of_candidate)(jnp.asarray(candidates)), axis=0)
+        return jax.vmap(of_candidate)(jnp.asarray(candidates))
 
-    def act(obs: np.ndarray, goal_obs: np.ndarray) -> np.ndarray:
-        return candidates[np.asarray(best(agent.params["critic"], obs, goal_obs))]
-
-    return act
+    return lambda obs, goal_obs: all_costs(agent.params["critic"], obs, goal_obs)
 
 
 def _mqe_action_costs(agent):

@@ -44,6 +44,37 @@ def test_distances_are_a_metric_on_the_reachable_patterns(a, b, c):
     assert d(s, h) <= d(s, g) + d(g, h)
 
 
+def test_successor_distance_is_the_random_press_walks_own():
+    """On 2x2 (16 patterns) the Walsh-Hadamard closed form equals the discounted occupancy summed step by step."""
+    board, gamma = LightsOut(2), 0.9
+    walk, occupancy = np.eye(16)[0], np.zeros(16)
+    for k in range(600):
+        occupancy += (1 - gamma) * gamma**k * walk
+        walk = np.mean([walk[np.arange(16) ^ mask] for mask in board.masks], axis=0)
+    expected = np.log(occupancy[0] / occupancy) / -np.log(gamma)
+    np.testing.assert_allclose(board.successor_distance(gamma), expected, rtol=1e-10, atol=1e-10)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 4095), st.integers(0, 4095), st.integers(0, 4095), st.sampled_from([0.8, 0.95, 0.995]))
+def test_successor_distance_is_a_metric_on_the_reachable_patterns(a, b, c, gamma):
+    board = LightsOut(4)
+    steps = board.successor_distance(gamma)
+    s, g, h = board.reachable[[a, b, c]]
+    assert steps[0] == 0 and steps[s ^ g] >= 0 and (steps[s ^ g] == 0) == (s == g)
+    assert steps[s ^ h] <= steps[s ^ g] + steps[g ^ h] + 1e-9
+    assert np.isinf(steps[board.presses < 0]).all() and np.isfinite(steps[board.reachable]).all()
+
+
+def test_successor_distance_ranks_3x3_patterns_by_presses():
+    """Random presses on 3x3 mix slowly enough that their own successor distance grows with every press."""
+    board = LightsOut(3)
+    means = [board.successor_distance(0.95)[board.presses == p].mean() for p in range(10)]
+    assert means[0] == 0 and (np.diff(means) > 0).all()
+    with pytest.raises(ValueError, match="gamma 1.0: must be in"):
+        board.successor_distance(1.0)
+
+
 def test_encodings_carry_the_same_lights():
     board = LightsOut(2)
     states = np.array([0b0000, 0b1010])
@@ -88,6 +119,8 @@ def test_a_short_run_reports_distances_for_every_press_count():
     assert set(result.mean_distance_by_presses) <= set(range(10)) and len(result.mean_distance_by_presses) >= 6
     assert all(d >= 0 for d in result.mean_distance_by_presses.values())
     assert 0 < result.num_far_pairs < 300
+    assert set(result.action_distance_by_presses) == set(result.mean_distance_by_presses)
+    assert -1 <= result.action_spearman <= 1 and result.behaviour_spearman > 0.95
     for rate in (result.critic_greedy_success_far, result.policy_success_far, result.random_success_far):
         assert 0.0 <= rate <= 1.0
 
@@ -124,7 +157,7 @@ def test_mqes_critic_fitted_to_the_presses_of_a_2x2_board_ranks_them():
     its greedy press by psi of the next pattern reaches the far ones: the read-out works where the answer
     is representable."""
     result = train_and_evaluate(LightsOutConfig(target="presses", side=2, steps=1000, pairs=500))
-    assert result.spearman >= 0.9 and result.policy_success_far is None
+    assert result.spearman >= 0.9 and result.policy_success_far is None and result.action_spearman is None
     distances = [result.mean_distance_by_presses[p] for p in sorted(result.mean_distance_by_presses)]
     assert distances[0] < 0.1 and (np.diff(distances) > 0).all()
     assert result.critic_greedy_success_far >= 0.9 > result.random_success_far

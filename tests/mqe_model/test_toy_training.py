@@ -2,7 +2,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mqe_model.agents import gciql, mqe
-from mqe_model.toy.training import critic_greedy_policy, steps_of_value
+from mqe_model.toy.training import action_distance_steps, critic_greedy_policy, steps_of_value
 
 
 def greedy_choice(agent_class, config, seed: int):
@@ -35,6 +35,8 @@ def test_mqe_greedy_picks_the_candidate_of_least_distance():
         for a in candidates], -1)
     np.testing.assert_array_equal(chosen, candidates[costs.argmin(-1)])
     assert len({tuple(a) for a in chosen}) > 1  # the choice depends on the state: not one fixed candidate
+    np.testing.assert_allclose(action_distance_steps(agent, candidates)(observations, goals),
+                               costs.min(-1) / agent.config.step_scale, rtol=1e-6)
 
 
 def test_gciql_greedy_picks_the_candidate_of_largest_q():
@@ -43,3 +45,5 @@ def test_gciql_greedy_picks_the_candidate_of_largest_q():
     q = np.stack([np.asarray(jnp.min(critic.apply({"params": agent.params["critic"]}, observations, goals,
                                                   np.tile(a, (8, 1))), axis=0)) for a in candidates], -1)
     np.testing.assert_array_equal(chosen, candidates[q.argmax(-1)])
+    np.testing.assert_allclose(action_distance_steps(agent, candidates)(observations, goals),
+                               steps_of_value(q.max(-1), agent.config.gamma), rtol=1e-6)
