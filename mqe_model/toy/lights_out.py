@@ -41,7 +41,7 @@ from mqe_model.toy.training import (
     train_agent,
 )
 
-Encoding = Literal["onehot", "binary", "signed"]
+Encoding = Literal["onehot", "binary", "signed", "index"]
 Presses = Literal["random", "distinct"]
 Target = Literal["backup", "presses", "successor"]
 
@@ -111,8 +111,13 @@ class LightsOut:
         return np.asarray(states) ^ self.masks[self.button(actions)]
 
     def observe(self, states: np.ndarray, encoding: Encoding = "onehot") -> np.ndarray:
-        """float32 observations: per light [off, on] (`onehot`, the puzzle's layout), 0/1 (`binary`), or -1/+1
-        (`signed`, zero-mean over random patterns)."""
+        """float32 observations: per light [off, on] (`onehot`, the puzzle's layout), 0/1 (`binary`), -1/+1
+        (`signed`, zero-mean over random patterns), or one entry per reachable pattern (`index`: patterns
+        share no input, so a network's first layer is a table of them and no parity needs computing)."""
+        if encoding == "index":
+            observations = np.zeros((*np.shape(states), len(self.reachable)), np.float32)
+            np.put_along_axis(observations, self.reachable_index(states)[..., None], 1.0, axis=-1)
+            return observations
         on = ((np.asarray(states)[..., None] >> np.arange(self.buttons)) & 1).astype(np.float32)
         if encoding == "onehot":
             return np.stack([1.0 - on, on], -1).reshape(*on.shape[:-1], 2 * self.buttons)
@@ -120,9 +125,21 @@ class LightsOut:
             return on
         return 2.0 * on - 1.0
 
+    def reachable_index(self, states: np.ndarray) -> np.ndarray:
+        """Each pattern's position among the reachable ones; ValueError for a pattern no press set makes."""
+        states = np.asarray(states)
+        index = np.minimum(np.searchsorted(self.reachable, states), len(self.reachable) - 1)
+        if (self.reachable[index] != states).any():
+            unreachable = states[self.reachable[index] != states].ravel()[:3].tolist()
+            raise ValueError(f"patterns {unreachable} are not reachable on the {self.side}x{self.side} board: "
+                             "the index encoding numbers the reachable patterns only")
+        return index
+
     def patterns(self, observations: np.ndarray, encoding: Encoding = "onehot") -> np.ndarray:
         """The light patterns that `observe` made `observations` of (its inverse)."""
         obs = np.asarray(observations)
+        if encoding == "index":
+            return self.reachable[np.argmax(obs, axis=-1)]
         on = obs[..., 1::2] if encoding == "onehot" else obs if encoding == "binary" else (obs + 1.0) / 2.0
         return ((on > 0.5).astype(np.int64) << np.arange(self.buttons)).sum(axis=-1)
 
@@ -169,7 +186,7 @@ class LightsOutConfig:
     side: int = 4  # board side: 4 is puzzle-4x4 (rank 12, at most 7 presses), 3 has one press set per pattern
     episodes: int = 2000  # random-press episodes in the offline dataset
     episode_length: int = 50  # presses per episode
-    encoding: Encoding = "onehot"  # how a light reaches the networks (onehot is the puzzle's)
+    encoding: Encoding = "onehot"  # how a light reaches the networks (onehot is the puzzle's; index: one input per reachable pattern, a table)
     presses: Presses = "random"  # the data's presses: uniformly random, or each button once per side^2 presses
     preset: str = "tiny"  # the agent's preset (mqe_model.agents.mqe.get_config, gciql.get_config)
     gamma: float = 0.95  # discount per press; the farthest reachable pattern is at most side^2 presses

@@ -83,6 +83,18 @@ def test_encodings_carry_the_same_lights():
     assert board.observe(states, "onehot").tolist() == [[1, 0] * 4, [1, 0, 0, 1, 1, 0, 0, 1]]
 
 
+def test_the_index_encoding_numbers_the_reachable_patterns():
+    board = LightsOut(4)
+    states = board.reachable[[0, 5, 4095]]
+    observations = board.observe(states, "index")
+    assert observations.shape == (3, 4096) and observations.sum(axis=1).tolist() == [1, 1, 1]
+    assert np.argmax(observations, axis=1).tolist() == [0, 5, 4095]
+    assert board.patterns(observations, "index").tolist() == states.tolist()
+    unreachable = np.setdiff1d(np.arange(1 << 16), board.reachable)[0]
+    with pytest.raises(ValueError, match="not reachable on the 4x4 board"):
+        board.observe(np.array([states[0], unreachable]), "index")
+
+
 def test_random_press_data_moves_one_press_a_step():
     board = LightsOut(4)
     data = random_press_dataset(board, np.random.default_rng(0), episodes=30, length=10, encoding="binary")
