@@ -45,6 +45,7 @@ Batch = dict[str, jax.Array]
 
 ACTOR_HEADS = ("nearest", "farthest")  # MQEConfig.actor_heads
 INVARIANCE_FORMS = ("exp", "squared")  # MQEConfig.invariance_form
+INVARIANCE_MOVES = ("both", "phi")  # MQEConfig.invariance_moves
 ACTOR_GOAL_PAIRS = ("own", "all", "sampled", "distances")  # MQEConfig.actor_goal_pairs
 
 
@@ -76,6 +77,7 @@ class MQEConfig:
     actor_goal_samples: int = 16  # goals per state with 'sampled': its own and the next K - 1 rows', weighted so that the mean is unbiased for 'all' (K/B of its cost)
     zeta: float = 1.0  # weight of the action-invariance loss
     invariance_form: str = "exp"  # L_I per term: 'exp' (exp(-d) - 1)^2 (the paper, DESIGN.md) or 'squared' d^2 (the public mqe-release code)
+    invariance_moves: str = "both"  # what L_I's gradient moves: 'both' psi(s) and phi(s, a) (the paper), or 'phi' alone (psi(s) held, so L_I cannot pull the states' psi together; ogbench.md section 36)
     invariance_actions: int = 1  # actions per state in L_I: 1 = its own (DESIGN.md); n = own + the next n - 1 samples' (batch_size: the paper's all pairs)
     linex_clip: float = 5.0  # above this delta the LINEX backup uses its linear branch
     diag_weight: float = 0.5  # weight of the positive (diagonal) pairs in the backup mean
@@ -117,6 +119,8 @@ class MQEConfig:
                              f"({self.batch_size}) with actor_goal_pairs='sampled'; batch_size is 'all'")
         if self.invariance_form not in INVARIANCE_FORMS:
             raise ValueError(f"invariance_form={self.invariance_form!r}: choose one of {', '.join(INVARIANCE_FORMS)}")
+        if self.invariance_moves not in INVARIANCE_MOVES:
+            raise ValueError(f"invariance_moves={self.invariance_moves!r}: choose one of {', '.join(INVARIANCE_MOVES)}")
         if not 1 <= self.invariance_actions <= self.batch_size:
             raise ValueError(f"invariance_actions={self.invariance_actions}: must be within 1..batch_size "
                              f"({self.batch_size}); 1 is each state's own action, batch_size every action of the batch")
@@ -343,7 +347,9 @@ def critic_loss(
     backup = backup_loss(
         dist, dist_w, batch["waypoint_offsets"], config.gamma, config.linex_clip, config.diag_weight
     )
-    d_inv = mrn_distance(psi_s, phi, config.num_components)
+    if config.invariance_moves == "phi":
+        forward = forward._replace(psi_states=jax.lax.stop_gradient(psi_s))
+    d_inv = mrn_distance(forward.psi_states, phi, config.num_components)
     d_inv_all = d_inv
     if config.invariance_actions > 1:
         d_inv_others = other_action_distances(params["critic"], forward, batch["actions"], config)

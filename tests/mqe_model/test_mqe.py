@@ -98,6 +98,23 @@ def test_the_squared_invariance_form_reaches_the_critic_loss(tiny):
         dataclasses.replace(tiny, invariance_form="l1")
 
 
+def test_an_invariance_that_moves_phi_alone_leaves_psi_to_the_backup(tiny):
+    """invariance_moves='phi': L_I still moves phi(s, a), but psi gets exactly the backup's gradient, as with
+    zeta = 0; with the paper's 'both' it moves psi too."""
+    batch = make_batch(np.random.default_rng(17), tiny.batch_size)
+    params = mqe.MQEAgent.create(0, batch, tiny).params
+    grads = {name: loss_grads(critic_loss, config)(params, batch)["critic"] for name, config in (
+        ("both", tiny), ("phi", dataclasses.replace(tiny, invariance_moves="phi")),
+        ("backup", dataclasses.replace(tiny, zeta=0.0)))}
+    for net, same_as_backup in (("psi_net", {"phi": True, "both": False}), ("phi_net", {"phi": False, "both": False})):
+        for moves, same in same_as_backup.items():
+            pairs = zip(jax.tree_util.tree_leaves(grads[moves][net]), jax.tree_util.tree_leaves(grads["backup"][net]),
+                        strict=True)
+            assert all(np.allclose(a, b, rtol=1e-5, atol=1e-8) for a, b in pairs) == same, (net, moves)
+    with pytest.raises(ValueError, match="invariance_moves='psi': choose one of both, phi"):
+        dataclasses.replace(tiny, invariance_moves="psi")
+
+
 def make_batch(rng: np.random.Generator, batch: int, obs_dim: int = 6, action_dim: int = 2) -> dict:
     obs = lambda: rng.normal(size=(batch, obs_dim)).astype(np.float32)  # noqa: E731
     return {
