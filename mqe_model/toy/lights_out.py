@@ -129,8 +129,9 @@ class LightsOut:
         """Each pattern's position among the reachable ones; ValueError for a pattern no press set makes."""
         states = np.asarray(states)
         index = np.minimum(np.searchsorted(self.reachable, states), len(self.reachable) - 1)
-        if (self.reachable[index] != states).any():
-            unreachable = states[self.reachable[index] != states].ravel()[:3].tolist()
+        missing = self.reachable[index] != states
+        if missing.any():
+            unreachable = states[missing].ravel()[:3].tolist()
             raise ValueError(f"patterns {unreachable} are not reachable on the {self.side}x{self.side} board: "
                              "the index encoding numbers the reachable patterns only")
         return index
