@@ -3,7 +3,7 @@
 # logs, metrics, public train/eval CSVs and evaluation JSONs (no checkpoints, no data) into $OUT.
 # With "params" also the latest params of each run (ours: the orbax step's params and metadata; public: the
 # network parameters alone, pickled), in 15 MiB parts (`cat NAME.* > NAME`), for scoring elsewhere.
-W=/tmp/sweep; end=$(( $(date +%s) + $1 ))
+W=${W:-/tmp/sweep}; end=$(( $(date +%s) + $1 ))
 while [ $(date +%s) -lt $end ] && [ ! -f $W/pipeline.done ]; do sleep 5; done
 date +%T; uptime; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
 tail -8 $W/logs/pipeline.log
@@ -17,7 +17,7 @@ evals = [(r["step"], {k: round(100 * v, 1) for k, v in r.items() if k.startswith
 print("ours", "step", last[0]["step"] if last else None, "steps/s", round(last[0]["perf/steps_per_s"]) if last else None, "evals", evals)
 PY
 done
-python3 /tmp/repo/research/reproduction/peer_speed.py $W/peer/seed*/OGBench/peer/*/train.csv 2>/dev/null
+python3 $(dirname "$0")/peer_speed.py $W/peer/seed*/OGBench/peer/*/train.csv 2>/dev/null
 for f in $W/logs/peer-seed*.log; do grep -iE "error|traceback" $f | tail -3; done
 cat $W/peer-eval/*.json 2>/dev/null; echo
 [ -f $W/table.md ] && cat $W/table.md
