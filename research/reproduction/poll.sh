@@ -28,7 +28,7 @@ if [ "$2" = params ]; then
     tar czf - -C ${c%/checkpoints} checkpoints/$step/params checkpoints/$step/metadata | split -b 15M - $OUT/ours-params-$step.tgz.
   done
   for s in 0 1; do
-    p=$(ls $W/peer/seed$s/OGBench/peer/*/params_*.pkl 2>/dev/null | sort -t_ -k2 -n | tail -1); [ -n "$p" ] || continue
+    p=$(ls $W/peer/seed$s/OGBench/peer/*/params_*.pkl 2>/dev/null | sort -V | tail -1); [ -n "$p" ] || continue
     PYTHONPATH=/tmp/site python3 -c "import pickle,sys; d=pickle.load(open(sys.argv[1],'rb')); pickle.dump(d['agent']['network']['params'], open(sys.argv[2],'wb'))" \
       $p /tmp/peer-seed$s-$(basename $p) && split -b 15M /tmp/peer-seed$s-$(basename $p) $OUT/peer-seed$s-$(basename $p).
   done

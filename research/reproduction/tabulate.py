@@ -1,6 +1,6 @@
 """tabulate.py DIR: the table of one reproduction run (the public MQE code beside ours on one dataset).
 
-DIR holds what the device pipeline writes (research/reproduction/pipeline.sh): `runs/<dataset>/mqe.json`
+DIR holds what the device pipeline writes (or the same files as research/reproduction/results/ keeps them) (research/reproduction/pipeline.sh): `runs/<dataset>/mqe.json`
 and `runs/<dataset>/mqe/seeds*/metrics.jsonl` (ours, mqe-ogbench-repro), `peer-eval/seed<S>-step<N>-task<T>.json`
 (peer_eval.py) and `peer/seed<S>/OGBench/peer/*/train.csv` (the public main.py's log). Prints Markdown;
 writes DIR/table.json too. Success in %, mean ± standard error over seeds (each seed: the mean of its
@@ -34,13 +34,18 @@ def fmt(m, s):
     return f"{m:.1f} ± {s:.1f}" if s is not None else f"{m:.1f}"
 
 
+def globs(root, *patterns):
+    """Files of the device's layout (pipeline.sh) or of the committed one (results/)."""
+    return sorted(p for pattern in patterns for p in glob.glob(os.path.join(root, pattern)))
+
+
 def peer_rows(root):
     by_seed = defaultdict(dict)  # seed -> task -> (step, success)
-    for path in glob.glob(os.path.join(root, "peer-eval", "*.json")):
+    for path in globs(root, "peer-eval/*.json", "public/eval/*.json"):
         row = json.load(open(path))
         by_seed[row["seed"]][row["task"]] = (row["step"], 100 * row["success"], row["episodes"])
     speeds = {}
-    for path in glob.glob(os.path.join(root, "peer", "seed*", "OGBench", "peer", "*", "train.csv")):
+    for path in globs(root, "peer/seed*/OGBench/peer/*/train.csv", "public/seed*/train.csv"):
         seed = int(re.search(r"seed(\d+)", path).group(1))
         rows = list(csv.DictReader(open(path)))
         per = [float(r["time/epoch_time"]) for r in rows[1:]]
@@ -50,19 +55,19 @@ def peer_rows(root):
 
 
 def ours_rows(root):
-    rows = glob.glob(os.path.join(root, "runs", "*", "mqe.json"))
+    rows = globs(root, "runs/*/mqe.json", "ours/mqe.json")
     if not rows:
         return None
     row = json.load(open(rows[0]))
     speeds, tasks = [], defaultdict(list)
-    for path in glob.glob(os.path.join(root, "runs", "*", "mqe", "seed*", "metrics.jsonl")):
+    for path in globs(root, "runs/*/mqe/seed*/metrics.jsonl", "ours/metrics.jsonl"):
         lines = [json.loads(line) for line in open(path)]
         speeds += [r["perf/steps_per_s"] for r in lines if "perf/steps_per_s" in r][-1:]
         evals = [r for r in lines if "eval/success" in r]
         if evals:
             for t in range(1, 6):
                 tasks[t].append(100 * evals[-1][f"eval/task{t}_success"])
-    return {"per_seed": [100 * s for s in row["success_per_seed"]], "steps": row["steps"], "seeds": row["seeds"],
+    return {"per_seed": list(row["success_per_seed"]), "steps": row["steps"], "seeds": row["seeds"],
             "updates_per_s": speeds[-1] if speeds else None, "tasks": {t: sum(v) / len(v) for t, v in tasks.items()}}
 
 
