@@ -9,5 +9,6 @@ for path in sys.argv[1:]:
         print(path, "rows", len(rows))
         continue
     per = [float(r["time/epoch_time"]) for r in rows[1:]]
-    print(path, "step", rows[-1]["step"], "updates/s %.1f" % (len(per) / sum(per)),
-          "last %.1f" % (1 / per[-1]), "total_time %.0f s" % float(rows[-1]["time/total_time"]))
+    total_time = float(rows[-1]["time/total_time"])
+    print(path, "step", rows[-1]["step"], f"updates/s {len(per) / sum(per):.1f}",
+          f"last {1 / per[-1]:.1f}", f"total_time {total_time:.0f} s")
