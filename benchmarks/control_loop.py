@@ -23,8 +23,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from robot_client.http import PolicyClient, check_metadata  # noqa: E402
-from robot_client.loop import ControlLoop, LoopSettings, resize_for_policy  # noqa: E402
+from mqe_client.client import PolicyClient, check_metadata  # noqa: E402
+from mqe_client.images import preprocess_image  # noqa: E402
+from robot_client import safety  # noqa: E402
+from robot_client.loop import ControlLoop, LoopSettings  # noqa: E402
 from robot_client.records import TrialRecord, read_steps  # noqa: E402
 from robot_client.robots.sim import WidowXSim  # noqa: E402
 
@@ -79,7 +81,7 @@ def main() -> None:
     server = a.server
     if server is None:
         port = 18765
-        mock = subprocess.Popen([sys.executable, "-m", "robot_client.mock_server", "--port", str(port)],
+        mock = subprocess.Popen([sys.executable, "-m", "mqe_client.mock_server", "--port", str(port)],
                                 cwd=root, stdout=subprocess.DEVNULL)
         server = f"http://127.0.0.1:{port}"
     settings = LoopSettings(hz=a.hz, max_steps=a.steps, request_deadline_s=0.75 / a.hz,
@@ -90,10 +92,10 @@ def main() -> None:
         with PolicyClient(server, timeout_s=settings.request_deadline_s) as client:
             _wait_ready(client)
             meta = client.metadata()
-            info = check_metadata(meta, a.policy)
+            info = check_metadata(meta, a.policy, safety.ACTION_NAMES)
             with WidowXSim(task="single_pnp", seed=0) as robot:
                 robot.reset(0)
-                client.set_goal(resize_for_policy(robot.goal_image(max(info.image_size)), info.image_size), info.name)
+                client.set_goal(preprocess_image(robot.goal_image(max(info.image_size)), *info.image_size), info.name)
                 record = TrialRecord(out_dir, 1, {"benchmark": "control_loop", "server": server})
                 record.start_video(robot.camera, 10.0)
                 loop = ControlLoop(robot, robot.camera, client, settings, info.image_size, info.fingerprint,
@@ -105,7 +107,7 @@ def main() -> None:
             mock.terminate()
             mock.wait()
     summary = summarize(read_steps(out_dir / "steps.jsonl"), 1.0 / a.hz)
-    summary.update(server=server if a.server else "mock (robot_client.mock_server)", policy=info.name,
+    summary.update(server=server if a.server else "mock (mqe_client.mock_server)", policy=info.name,
                    algorithm=info.algorithm, machine=f"{platform.processor() or platform.machine()}, "
                    f"{platform.python_version()}", record=str(out_dir), status=outcome.status)
     print(json.dumps(summary, indent=2))

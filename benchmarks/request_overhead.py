@@ -68,7 +68,7 @@ def observation(meta: dict, rng: np.random.Generator) -> np.ndarray:
 def main(argv: list[str] | None = None) -> int:
     """Run and print the round trip, the server's stages and the overhead."""
     args = tyro.cli(Args, args=argv)
-    from robot_client.http import PolicyClient
+    from mqe_client.client import PolicyClient
 
     with tempfile.TemporaryDirectory(prefix="request-overhead-") as tmp:
         server = Server(free_port(), Path(tmp) / "server.log", server_args(args.policy, args.buckets,

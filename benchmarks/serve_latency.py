@@ -5,7 +5,7 @@
 
 With `--preset`, a randomly initialised checkpoint of that MQE preset is written first through the
 checkpoint API (untrained weights: the timing is that of the real network, the actions mean
-nothing). Each robot (a `robot_client.http.PolicyClient`, as `mqe-robot` uses) uploads its goal
+nothing). Each robot (a `mqe_client.client.PolicyClient`, as `mqe-robot` uses) uploads its goal
 once, then sends a 128x128 frame (already resized, as the client does) every 1/hz seconds on its
 own keep-alive connection; the robots are spread over
 several driver processes so that the Python HTTP clients (one GIL per process) never become the
@@ -100,7 +100,7 @@ def robot(url: str, size: int, args: Args, stop_at: float, count_from: float, in
 
     Through the robot client's own `PolicyClient`, so the round trip is the one `mqe-robot` sees
     (packing the frame, HTTP, checking the answer)."""
-    from robot_client.http import PolicyClient, ServerError
+    from mqe_client.client import PolicyClient, ServerError
 
     rng = np.random.default_rng(index)
     frames = [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(4)]

@@ -43,7 +43,7 @@ def cpu_seconds(pid: int) -> float:
 
 def hammer(url: str, threads: int, requests: int, state_dim: int) -> float:
     """Send the requests; returns the wall seconds."""
-    from server import protocol
+    from mqe_client import protocol
 
     headers = {"Content-Type": protocol.CONTENT_TYPE}
     errors: list[str] = []

@@ -140,8 +140,8 @@ def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metada
     manipulation scenes take ~0.8 s each, and their physics step costs ten times the policy), one
     environment runs them in turn. Either way episode `i` is seeded alike, so the results agree.
     """
+    from mqe_client.images import preprocess_image
     from mqe_model.agents.registry import ActionSampling
-    from mqe_model.data.images import preprocess_image
 
     encode, policy = compiled_policy(agent, json.dumps({key: metadata[key] for key in ("config", "action_stats")},
                                                        sort_keys=True), selection)

@@ -8,7 +8,7 @@
     actions, distance = jax.jit(policy.act_coded_fn)(policy.params, observations, codes)  # each step
 
 Observations and goals are what the network was trained on: float32 (B, D) states, or uint8
-(B, H, W, 3) images already resized with `mqe_model.data.images.preprocess_image` to the
+(B, H, W, 3) images already resized with `mqe_client.images.preprocess_image` to the
 checkpoint's `image` size and method.
 """
 

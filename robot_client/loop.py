@@ -25,9 +25,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from mqe_client.client import PolicyClient, ServerError
+from mqe_client.images import preprocess_image
 from robot_client import safety
 from robot_client.camera import Camera
-from robot_client.http import PolicyClient, ServerError
 from robot_client.records import TrialRecord
 from robot_client.robots.base import Robot
 from robot_client.transforms import matrix_to_rpy
@@ -89,16 +90,6 @@ class TrialOutcome:
     counters: Counters
     last_distance: float | None
     interrupted: bool = False  # ended by Ctrl-C (the operator wants the run to stop)
-
-
-def resize_for_policy(frame: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """RGB frame -> (height, width) uint8 with OpenCV INTER_AREA, the training-time resize
-    (mqe_model.data.images.preprocess_image "area"; not imported: it lives with the training stack)."""
-    import cv2
-
-    if frame.shape[:2] == size:
-        return np.ascontiguousarray(frame)
-    return cv2.resize(frame, (size[1], size[0]), interpolation=cv2.INTER_AREA)
 
 
 def executed_delta(current: np.ndarray, target: np.ndarray, gripper: float) -> np.ndarray:
@@ -192,7 +183,7 @@ class ControlLoop:
             # -- observe
             state = self.robot.observe()  # first: the twin renders its camera frame here
             frame, frame_age = self.camera.frame()
-            image = resize_for_policy(frame, self.image_size)
+            image = preprocess_image(frame, *self.image_size)
             observed = time.monotonic()
             rec.update(frame_age_ms=_ms(frame_age), observe_ms=_ms(observed - started),
                        ee_xyz=state.ee_pose[:3, 3].round(5).tolist())

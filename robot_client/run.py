@@ -109,9 +109,10 @@ def _config_for_meta(cfg: ClientConfig) -> dict:
 def run_trials(cfg: ClientConfig) -> int:
     """Check the server, connect the robot, then run, record and score cfg.trials trials."""
     from eval_protocols.tasks import TaskError, get_task
-    from robot_client import operator
-    from robot_client.http import MetadataMismatch, PolicyClient, ServerError, check_metadata
-    from robot_client.loop import ControlLoop, LoopSettings, resize_for_policy
+    from mqe_client.client import MetadataMismatch, PolicyClient, ServerError, check_metadata
+    from mqe_client.images import preprocess_image
+    from robot_client import operator, safety
+    from robot_client.loop import ControlLoop, LoopSettings
     from robot_client.records import TrialRecord, new_trial_dir
 
     try:
@@ -127,7 +128,7 @@ def run_trials(cfg: ClientConfig) -> int:
             raise ClientError(f"server {cfg.server} is unreachable or failing ({e.message}): start it "
                               "(mqe-serve) or pass --server URL") from None
         try:
-            info = check_metadata(meta, cfg.policy)
+            info = check_metadata(meta, cfg.policy, safety.ACTION_NAMES)
         except MetadataMismatch as e:
             raise ClientError(f"refusing to move the robot: {e}") from None
         if info.control_hz is not None and abs(info.control_hz - cfg.hz) > 1e-6:
@@ -170,7 +171,7 @@ def run_trials(cfg: ClientConfig) -> int:
                         raise ClientError(str(e)) from None
                 goal = goal_rgb if goal_rgb is not None else robot.goal_image(max(info.image_size))
                 try:
-                    client.set_goal(resize_for_policy(goal, info.image_size), info.name)
+                    client.set_goal(preprocess_image(goal, *info.image_size), info.name)
                 except ServerError as e:
                     raise ClientError(f"cannot upload the goal: {e.message}") from None
                 trial_dir, n = new_trial_dir(cfg.out, info.name, task.name, date)

@@ -36,7 +36,8 @@ fi
 
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip
-"$venv/bin/python" -m pip install -q -e ".[${extras}]"
+# The wire package comes from this repository (packages/mqe-client), in the same resolve.
+"$venv/bin/python" -m pip install -q -e packages/mqe-client -e ".[${extras}]"
 if [ -n "$apt_pid" ] && ! wait "$apt_pid"; then
   cat "$apt_log" >&2
   if [ -n "$missing" ]; then

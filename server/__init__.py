@@ -1,5 +1,4 @@
-"""Inference server: FastAPI app, policy runtime and the wire protocol (`server.protocol`).
+"""Inference server: FastAPI app, policy runtime, micro-batching and metrics.
 
-Importing this package is light: only `server.protocol` is meant for clients, and it needs
-numpy and msgpack alone.
+The wire protocol it speaks lives in the `mqe_client` package, shared with the robot client.
 """

@@ -26,13 +26,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from server import protocol
+from mqe_client import protocol
+from mqe_client.protocol import ErrorBody, ErrorCode, ProtocolError
 from server.batching import MicroBatcher, PendingCounter
 from server.episodes import EpisodeLog
 from server.goals import GoalCache
 from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from server.metrics import ServerMetrics
-from server.protocol import ErrorBody, ErrorCode, ProtocolError
 from server.settings import ServeSettings
 
 logger = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from server.protocol import ErrorCode, ProtocolError
+from mqe_client.protocol import ErrorCode, ProtocolError
 
 
 @dataclasses.dataclass(frozen=True)

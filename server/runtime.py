@@ -30,10 +30,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental.layout import Format, Layout
 
+from mqe_client.images import preprocess_image
+from mqe_client.protocol import ErrorCode, ProtocolError
 from mqe_model.agents.registry import ENCODER_ARRANGEMENTS, encoder_arrangements
-from mqe_model.data.images import preprocess_image
 from mqe_model.policy import Policy, load_policy, serving_fns
-from server.protocol import ErrorCode, ProtocolError
 from server.settings import DEFAULT_BUCKETS
 
 logger = logging.getLogger(__name__)

@@ -15,6 +15,9 @@ import os
 import shutil
 import tempfile
 
+import pytest
+from client_helpers import ServerProcess, free_port
+
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), "--xla_backend_optimization_level=0"]))
@@ -33,3 +36,18 @@ def pytest_configure(config):
 def pytest_unconfigure(config):
     if os.environ.get(_CACHE_OWNER) == str(os.getpid()):
         shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
+
+
+@pytest.fixture
+def mock_server():
+    """Factory: mock_server("--mode", "nan") starts a mock policy server process; all are killed afterwards."""
+    started: list[ServerProcess] = []
+
+    def make(*args: str) -> ServerProcess:
+        server = ServerProcess(free_port(), *args).start()
+        started.append(server)
+        return server
+
+    yield make
+    for server in started:
+        server.kill()

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from mqe_client.images import preprocess_images
 from mqe_model.data.dataset import METADATA_FILE, Dataset, DatasetError, load_dataset
-from mqe_model.data.images import preprocess_images
 from mqe_model.data.normalization import ActionStats
 
 logger = logging.getLogger(__name__)

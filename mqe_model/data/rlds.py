@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mqe_client.images import preprocess_images
 from mqe_model.data.dataset import Dataset, DatasetError, concatenate
-from mqe_model.data.images import preprocess_images
 
 logger = logging.getLogger(__name__)
 

@@ -9,6 +9,7 @@ import weakref
 
 import numpy as np
 
+from mqe_client.images import preprocess_image
 from robot_client import safety
 from robot_client.sim import kinematics as K
 from robot_client.sim import layout as L
@@ -17,10 +18,6 @@ from robot_client.sim.model import CAMERA_NAME, FINGER_JOINTS, PHYSICS_DT, TIP_S
 from robot_client.transforms import GRIPPER_DOWN, matrix_to_rotvec, pose_to_ee_state
 
 mujoco = require_mujoco()
-try:
-    import cv2  # the same area resize as the real client's camera path
-except ImportError:
-    raise RuntimeError("opencv not installed: pip install 'mqe-deploy[sim]'") from None
 logger = logging.getLogger(__name__)
 
 FRAME_ASPECT = 4 / 3  # the real camera's 640 x 480
@@ -304,7 +301,7 @@ class WidowXSimEnv:
         the same geometry the real client gets by resizing its 640 x 480 frame."""
         size = size or self.config.image_size
         frame = self.render(round(size * FRAME_ASPECT), size)
-        return cv2.resize(frame, (size, size), interpolation=cv2.INTER_AREA)
+        return preprocess_image(frame, size, size)
 
     def observation(self) -> dict[str, np.ndarray]:
         """The current observation: 'image' (if rendering observations) and 'proprio'."""

@@ -1,6 +1,6 @@
 """End-to-end trials on the twin against a server process on loopback: timing, records, failures.
 
-The server here is `robot_client.mock_server` (wire protocol v1, no model), started as a real
+The server here is `mqe_client.mock_server` (wire protocol v1, no model), started as a real
 process so that killing and restarting it is a real crash and a real restart.
 """
 
@@ -214,7 +214,7 @@ def test_ctrl_c_holds_at_once_and_ends_the_trial_as_aborted(tmp_path, mock_serve
 
 def test_estop_key_holds_and_aborts(tmp_path, mock_server):
     """The e-stop key sets the loop's stop event (robot_client.operator.estop_listener)."""
-    from robot_client.http import PolicyClient, check_metadata
+    from mqe_client.client import PolicyClient, check_metadata
     from robot_client.loop import ControlLoop, LoopSettings
     from robot_client.records import TrialRecord
     from robot_client.robots.sim import WidowXSim
@@ -222,7 +222,7 @@ def test_estop_key_holds_and_aborts(tmp_path, mock_server):
     server = mock_server()
     stop = threading.Event()
     with PolicyClient(server.url) as client, WidowXSim() as robot:
-        info = check_metadata(client.metadata(), None)
+        info = check_metadata(client.metadata(), None, safety.ACTION_NAMES)
         robot.reset(0)
         client.set_goal(robot.goal_image(128), info.name)
         record = TrialRecord(tmp_path, 1, {})

@@ -161,13 +161,13 @@ class StillCamera:
 
 def test_loop_sends_only_bounded_pose_matrices_to_the_arm(monkeypatch, tmp_path, mock_server):
     """Huge actions from the server: every matrix the arm gets is one clipped step inside the box."""
-    from robot_client.http import PolicyClient, check_metadata
+    from mqe_client.client import PolicyClient, check_metadata
 
     state = install_fake_interbotix(monkeypatch, 2)
     server = mock_server("--mode", "huge")
     settings = LoopSettings(hz=10.0, max_steps=10, request_deadline_s=0.06)
     with PolicyClient(server.url, timeout_s=0.06) as client, WidowXInterbotix() as robot:
-        info = check_metadata(client.metadata(), None)
+        info = check_metadata(client.metadata(), None, safety.ACTION_NAMES)
         robot.reset()
         client.set_goal(np.zeros((128, 128, 3), np.uint8), info.name)
         record = TrialRecord(tmp_path, 1, {})

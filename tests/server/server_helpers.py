@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from server import protocol
+from mqe_client import protocol
 
 REPO = Path(__file__).resolve().parents[2]
 TMP = Path(tempfile.mkdtemp(prefix="mqe-server-tests-"))

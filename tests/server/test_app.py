@@ -10,10 +10,10 @@ import pytest
 from fastapi.testclient import TestClient
 from server_helpers import decoded
 
-from server import protocol
+from mqe_client import protocol
+from mqe_client.protocol import ErrorCode
 from server.app import create_app
 from server.batching import LONE_GAP_S
-from server.protocol import ErrorCode
 from server.settings import ServeSettings
 
 

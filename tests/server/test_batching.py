@@ -8,9 +8,9 @@ import time
 import numpy as np
 import pytest
 
+from mqe_client.protocol import ErrorCode, ProtocolError
 from server.batching import LONE_GAP_S, MicroBatcher, PendingCounter
 from server.goals import GoalCache
-from server.protocol import ErrorCode, ProtocolError
 
 
 class FakeRuntime:

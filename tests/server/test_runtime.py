@@ -7,8 +7,8 @@ import jax
 import numpy as np
 import pytest
 
-from mqe_model.data.images import preprocess_image
-from server.protocol import ErrorCode, ProtocolError
+from mqe_client.images import preprocess_image
+from mqe_client.protocol import ErrorCode, ProtocolError
 from server.runtime import PolicyRuntime, decode_image_bytes
 
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from server_helpers import IMAGE_SIZE, STATE_DIM, decoded, post, running_server
 
+from mqe_client import protocol
+from mqe_client.protocol import ErrorCode
 from mqe_model.policy import load_policy
-from server import protocol
-from server.protocol import ErrorCode
 from server.runtime import PolicyRuntime
 
 

@@ -1,4 +1,4 @@
-"""Image preprocessing shared by training, the server and the robot client.
+"""The image resize shared by training, the server, the robot client and the twin.
 
 Imports only numpy (and OpenCV when installed) so the robot client can use the exact function the
 policy was trained with. `resize == "area"` is OpenCV's INTER_AREA; without OpenCV a pure-numpy

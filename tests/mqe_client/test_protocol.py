@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server import protocol as p
+from mqe_client import protocol as p
 
 DTYPES = ["bool", "uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64", "float16", "float32", "float64"]
 
@@ -99,6 +99,6 @@ def test_random_bytes_never_raise_anything_but_protocol_errors(data):
 
 
 def test_protocol_imports_no_heavy_stack():
-    code = "import sys, server.protocol; bad = [m for m in ('jax', 'flax', 'fastapi', 'mqe_model') if m in sys.modules]; print(bad)"
+    code = "import sys, mqe_client.protocol; bad = [m for m in ('jax', 'flax', 'fastapi', 'mqe_model') if m in sys.modules]; print(bad)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from mqe_model.data.images import _area_resize_numpy, preprocess_image
+from mqe_client.images import _area_resize_numpy, preprocess_image
 
 
 def test_integer_factor_matches_block_mean():
@@ -35,5 +35,5 @@ def test_bad_input_is_refused():
 
 
 def test_module_does_not_import_jax():
-    code = "import sys, mqe_model.data.images; assert 'jax' not in sys.modules, 'jax imported'"
+    code = "import sys, mqe_client.images; assert 'jax' not in sys.modules, 'jax imported'"
     subprocess.run([sys.executable, "-c", code], check=True)

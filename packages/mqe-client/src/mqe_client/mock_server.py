@@ -1,6 +1,6 @@
 """A protocol-v1 stand-in for the inference server, for tests, benchmarks and rehearsals.
 
-Stdlib `http.server` plus `server.protocol` only (no model, no FastAPI), so it starts in well under
+Stdlib `http.server` plus `mqe_client.protocol` only (no model, no FastAPI), so it starts in well under
 a second. It answers like the real server (same endpoints, bodies and error codes) with actions
 chosen by `--mode`, including the bad ones the client must survive:
 
@@ -9,7 +9,7 @@ chosen by `--mode`, including the bad ones the client must survive:
     huge    actions of 1e6               late    correct actions after --delay-s
     stale   a seq that is not the request's  wrong_dim  a 6-d action
 
-    python -m robot_client.mock_server --port 8765 --mode ok
+    mqe-mock-server --port 8765 --mode ok
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 
-from server.protocol import (
+from mqe_client.protocol import (
     CONTENT_TYPE,
     SCHEMA_VERSION,
     ActRequest,

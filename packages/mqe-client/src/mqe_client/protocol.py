@@ -1,9 +1,10 @@
-"""Wire protocol v1 between the inference server and robot clients (DESIGN.md section 2).
+"""Wire protocol v1 between the inference server and robot clients.
 
 Bodies are MessagePack. A numpy array travels as the map
-`{"__ndarray__": True, "data": <bytes>, "dtype": "<numpy dtype str>", "shape": [...]}` (the
-openpi-client convention). Never pickle: decoding builds arrays from raw bytes of a short list of
-plain numeric dtypes and nothing else.
+`{"__ndarray__": True, "data": <bytes>, "dtype": "<numpy dtype str>", "shape": [...]}` with string
+keys. Never pickle: decoding builds arrays from raw bytes of a short list of plain numeric dtypes and
+nothing else. (openpi's clients pack arrays the same way but with bytes keys; the server speaks that
+on its own websocket route.)
 
 This module imports only numpy and msgpack, so the robot client uses the same definitions as the
 server without the training stack.
@@ -304,7 +305,7 @@ class ActResponse:
         if not isinstance(action, np.ndarray) or action.dtype != np.float32 or action.ndim != 1:
             raise ProtocolError(ErrorCode.MALFORMED, "'action' must be a float32 vector")
         distance = body.get("distance")
-        if distance is not None and not isinstance(distance, int | float):
+        if distance is not None and not isinstance(distance, (int, float)):
             raise ProtocolError(ErrorCode.MALFORMED, "'distance' must be a number or null")
         timing = _as_map(_require(body, "timing"))
         try:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
@@ -21,7 +21,7 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """`python -m robot_client.mock_server` in its own process, killable and restartable."""
+    """`python -m mqe_client.mock_server` in its own process, killable and restartable."""
 
     def __init__(self, port: int, *args: str):
         self.port, self.args = port, args
@@ -31,7 +31,7 @@ class ServerProcess:
     def start(self) -> ServerProcess:
         """Start and wait until /healthz answers."""
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "robot_client.mock_server", "--port", str(self.port), *self.args],
+            [sys.executable, "-m", "mqe_client.mock_server", "--port", str(self.port), *self.args],
             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         end = time.monotonic() + 15

@@ -11,9 +11,9 @@ import time
 import numpy as np
 import pytest
 
-from robot_client.http import MetadataMismatch, PolicyClient, ServerError, check_metadata
-from robot_client.mock_server import FINGERPRINT, make_metadata, serve
-from server.protocol import ErrorCode
+from mqe_client.client import MetadataMismatch, PolicyClient, ServerError, check_metadata
+from mqe_client.mock_server import FINGERPRINT, make_metadata, serve
+from mqe_client.protocol import ErrorCode
 
 
 @pytest.fixture
@@ -34,22 +34,23 @@ def inproc_server():
 
 
 IMAGE = np.zeros((128, 128, 3), np.uint8)
+WIDOWX_ACTIONS = ("dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper")
 
 
 def test_client_never_imports_the_training_or_server_stack():
-    code = ("import sys, robot_client.run, robot_client.loop, robot_client.http, robot_client.robots.widowx, "
-            "robot_client.camera, robot_client.records, robot_client.mock_server; "
+    code = ("import sys, robot_client.run, robot_client.loop, robot_client.robots.widowx, robot_client.camera, "
+            "robot_client.records, mqe_client.client, mqe_client.mock_server, mqe_client.images; "
             "bad = [m for m in ('jax', 'flax', 'fastapi', 'mqe_model') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_check_metadata_accepts_a_bridge_image_policy():
-    info = check_metadata(make_metadata(image_size=128), None)
+    info = check_metadata(make_metadata(image_size=128), None, WIDOWX_ACTIONS)
     assert info.name == "mock" and info.image_size == (128, 128) and info.fingerprint == FINGERPRINT
     meta = make_metadata()
     meta["policies"][0]["image"] = {"height": 96, "width": 128, "resize": "area"}
-    assert check_metadata(meta, "mock").image_size == (96, 128)
+    assert check_metadata(meta, "mock", WIDOWX_ACTIONS).image_size == (96, 128)
 
 
 def with_image(image) -> dict:
@@ -73,7 +74,7 @@ def with_image(image) -> dict:
 ])
 def test_check_metadata_refuses_what_the_robot_cannot_drive(meta, policy, message):
     with pytest.raises(MetadataMismatch, match=message):
-        check_metadata(meta, policy)
+        check_metadata(meta, policy, WIDOWX_ACTIONS)
 
 
 def test_token_is_sent_and_required(inproc_server):

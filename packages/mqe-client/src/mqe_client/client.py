@@ -1,32 +1,29 @@
 """The inference server's client: metadata checks, goal upload, /v1/act with a hard deadline.
 
-Messages are wire protocol v1 from `server.protocol` (numpy and msgpack only). HTTP is libcurl's,
-through pycurl, on keep-alive connections: at 5 Hz (an idle client between steps) its request path
-costs ~0.25 ms less than the standard library's `http.client` on loopback, which cost ~0.7 ms less
-than httpx's (docs/benchmarks.md, "Request overhead outside the model" and "The robots' POSTs past
-the middleware stack"). Every request has a deadline for the whole of it; /v1/act also runs on a
-worker thread that the loop waits on with the step's deadline, so a slow or trickling server can
-never delay the arm. A lost server is retried with exponential backoff; `unknown_goal`
-(a restarted server) re-uploads the goal.
+Messages are wire protocol v1 (`mqe_client.protocol`). HTTP is the standard library's `http.client`
+on keep-alive connections, so the client installs beside any ROS Python with numpy and msgpack only.
+Every request has a deadline for the whole of it; /v1/act also runs on a worker thread that the loop
+waits on with the step's deadline, so a slow or trickling server can never delay the arm. A lost
+server is retried with exponential backoff; `unknown_goal` (a restarted server) re-uploads the goal.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import http.client
 import json
 import logging
-import ssl
+import socket
 import threading
 import time
 import urllib.parse
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import pycurl
 
-from robot_client import safety
-from server.protocol import (
+from mqe_client.protocol import (
     CONTENT_TYPE,
     SCHEMA_VERSION,
     ActRequest,
@@ -69,8 +66,12 @@ class PolicyInfo:
     raw: dict  # the server's whole entry, for meta.json
 
 
-def check_metadata(meta: Any, policy: str | None) -> PolicyInfo:
-    """Pick the policy from /v1/metadata and check protocol version, action dim and image size."""
+def check_metadata(meta: Any, policy: str | None, action_names: Sequence[str]) -> PolicyInfo:
+    """Pick the policy from /v1/metadata and check protocol version, actions and image size.
+
+    `action_names` are the action components the robot takes, in order (its action dimension).
+    """
+    action_names = tuple(action_names)
     if not isinstance(meta, dict) or not isinstance(meta.get("policies"), list):
         raise MetadataMismatch(f"/v1/metadata is not a metadata document: {str(meta)[:200]}")
     version = meta.get("schema_version")
@@ -92,13 +93,12 @@ def check_metadata(meta: Any, policy: str | None) -> PolicyInfo:
     else:
         entry = policies[policy]
     name = str(entry.get("name"))
-    if entry.get("action_dim") != safety.ACTION_DIM:
-        raise MetadataMismatch(f"policy '{name}' has action_dim {entry.get('action_dim')}; the WidowX takes "
-                               f"{safety.ACTION_DIM} ({', '.join(safety.ACTION_NAMES)}): serve a Bridge-style policy")
-    # Field names as server.runtime.PolicyRuntime.metadata writes them.
+    if entry.get("action_dim") != len(action_names):
+        raise MetadataMismatch(f"policy '{name}' has action_dim {entry.get('action_dim')}; the robot takes "
+                               f"{len(action_names)} ({', '.join(action_names)}): serve a policy for this robot")
     names = entry.get("action_names")
-    if names is not None and tuple(names) != safety.ACTION_NAMES:
-        raise MetadataMismatch(f"policy '{name}' actions are {names}, not {list(safety.ACTION_NAMES)}")
+    if names is not None and tuple(names) != action_names:
+        raise MetadataMismatch(f"policy '{name}' actions are {names}, not {list(action_names)}")
     if "image" not in entry:
         raise MetadataMismatch(f"policy '{name}' metadata has no 'image' entry (its image size)")
     image = entry["image"]
@@ -282,13 +282,13 @@ class Reply:
 
 
 class Connections:
-    """Keep-alive HTTP/1.1 to one server through libcurl (pycurl), shared by threads.
+    """Keep-alive HTTP/1.1 to one server through `http.client`, shared by threads.
 
-    A request takes an idle curl handle (or makes one) and gives it back once the whole answer is
-    read; a handle whose request failed in any way is closed, never reused. libcurl keeps each
-    handle's connection alive, notices before reuse when the server has closed it while idle (its
-    keep-alive timeout, a restart) and connects again. `timeout_s` bounds the whole request, connect
-    to last byte, so a trickling server cannot stretch it.
+    A request takes an idle connection (or opens one) and gives it back once the whole answer is
+    read; a connection whose request failed in any way is closed, never reused. A kept-alive
+    connection the server closed while idle (its keep-alive timeout, a restart) fails before any
+    answer byte: that request is sent once more on a fresh connection. `timeout_s` bounds the whole
+    request: each socket operation gets the time left, so a trickling server cannot stretch it.
     """
 
     MAX_IDLE = 4  # the act worker threads, the main thread and a spare
@@ -297,11 +297,12 @@ class Connections:
         parts = urllib.parse.urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"server URL {base_url!r}: give http://HOST:PORT (https:// for TLS)")
-        self._base = base_url.rstrip("/")
-        # "Expect:" drops libcurl's Expect: 100-continue, a wait for a go-ahead before big bodies.
-        self._headers = [f"{k}: {v}" for k, v in headers.items()] + ["Expect:"]  # with every request
+        self._host = parts.hostname
+        self._port = parts.port
         self._tls = parts.scheme == "https"
-        self._idle: list[pycurl.Curl] = []
+        self._prefix = parts.path.rstrip("/")
+        self._headers = dict(headers)
+        self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
         self._closed = False
 
@@ -309,63 +310,94 @@ class Connections:
                 headers: dict[str, str] | None = None) -> Reply:
         """Send one request and read its whole answer: TimeoutError past `timeout_s`, ConnectionError
         on any other transport failure."""
-        handle = self._take()
-        chunks: list[bytes] = []
+        deadline = time.monotonic() + timeout_s
+        all_headers = {**self._headers, **(headers or {})}
+        conn, reused = self._take(timeout_s)
         try:
-            handle.setopt(pycurl.URL, self._base + path)
-            handle.setopt(pycurl.HTTPHEADER, self._headers + [f"{k}: {v}" for k, v in (headers or {}).items()])
-            handle.setopt(pycurl.TIMEOUT_MS, max(1, round(timeout_s * 1000)))
-            if method == "POST":
-                handle.setopt(pycurl.POSTFIELDS, body or b"")
-            else:
-                handle.setopt(pycurl.HTTPGET, True)
-            handle.setopt(pycurl.WRITEFUNCTION, chunks.append)
-            handle.perform()
-            status = handle.getinfo(pycurl.RESPONSE_CODE)
-        except pycurl.error as e:
-            handle.close()
-            code, message = e.args
-            if code == pycurl.E_OPERATION_TIMEDOUT:
-                raise TimeoutError(message) from None
-            raise ConnectionError(f"{message} (libcurl error {code})") from None
-        except BaseException:
-            handle.close()
-            raise
-        self._give_back(handle)
+            return self._exchange(conn, method, path, body, all_headers, deadline)
+        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            conn.close()
+            if not reused:
+                raise ConnectionError(f"{path}: the server closed the connection") from None
+        except BaseException as e:
+            conn.close()
+            _raise_transport(e)
+        # The idle connection had been closed by the server: one fresh try, inside the same deadline.
+        conn, _ = self._take(max(deadline - time.monotonic(), 0.001), fresh=True)
+        try:
+            return self._exchange(conn, method, path, body, all_headers, deadline)
+        except BaseException as e:
+            conn.close()
+            _raise_transport(e)
+            raise  # unreachable: _raise_transport always raises
+
+    def _exchange(self, conn: http.client.HTTPConnection, method: str, path: str, body: bytes | None,
+                  headers: dict[str, str], deadline: float) -> Reply:
+        _set_timeout(conn, deadline)
+        conn.request(method, self._prefix + path, body=body, headers=headers)
+        _set_timeout(conn, deadline)
+        response = conn.getresponse()
+        chunks = []
+        while True:
+            _set_timeout(conn, deadline)
+            chunk = response.read(65536)  # read(amt) marks the response done at its end; read1 may not
+            if not chunk:
+                break
+            chunks.append(chunk)
+        status, keep = response.status, not response.will_close
+        if keep:
+            self._give_back(conn)
+        else:
+            conn.close()
         return Reply(status, b"".join(chunks))
 
-    def _take(self) -> pycurl.Curl:
+    def _take(self, timeout_s: float, fresh: bool = False) -> tuple[http.client.HTTPConnection, bool]:
         with self._lock:
             if self._closed:
                 raise ConnectionError("the client is closed")
-            if self._idle:
-                return self._idle.pop()
-        handle = pycurl.Curl()
-        handle.setopt(pycurl.NOSIGNAL, True)  # timeouts without SIGALRM: safe in threads
-        handle.setopt(pycurl.TCP_NODELAY, True)
-        handle.setopt(pycurl.PROXY, "")  # libcurl reads http_proxy from the environment; http.client never did
-        if self._tls:
-            verify = ssl.get_default_verify_paths()  # the system's CAs, as http.client would use
-            if verify.cafile:
-                handle.setopt(pycurl.CAINFO, verify.cafile)
-            if verify.capath:
-                handle.setopt(pycurl.CAPATH, verify.capath)
-        return handle
+            if self._idle and not fresh:
+                return self._idle.pop(), True
+        cls = http.client.HTTPSConnection if self._tls else http.client.HTTPConnection
+        conn = cls(self._host, self._port, timeout=max(timeout_s, 0.001))
+        try:
+            conn.connect()
+            conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except BaseException as e:
+            conn.close()
+            _raise_transport(e)
+        return conn, False
 
-    def _give_back(self, handle: pycurl.Curl) -> None:
+    def _give_back(self, conn: http.client.HTTPConnection) -> None:
         with self._lock:
             if not self._closed and len(self._idle) < self.MAX_IDLE:
-                self._idle.append(handle)
+                self._idle.append(conn)
                 return
-        handle.close()
+        conn.close()
 
     def close(self) -> None:
-        """Close the idle handles; those in use close when their request ends."""
+        """Close the idle connections; those in use close when their request ends."""
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
-        for handle in idle:
-            handle.close()
+        for conn in idle:
+            conn.close()
+
+
+def _set_timeout(conn: http.client.HTTPConnection, deadline: float) -> None:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("deadline passed")
+    if conn.sock is not None:
+        conn.sock.settimeout(left)
+
+
+def _raise_transport(error: BaseException) -> None:
+    """Re-raise a transport failure as TimeoutError or ConnectionError; anything else unchanged."""
+    if isinstance(error, (TimeoutError, socket.timeout)):  # distinct classes before Python 3.10
+        raise TimeoutError(str(error) or "timed out") from None
+    if isinstance(error, (OSError, http.client.HTTPException)):
+        raise ConnectionError(f"{type(error).__name__}: {error}") from None
+    raise error
 
 
 def _msgpack_or_none(reply: Reply) -> Any:
