@@ -1,4 +1,4 @@
-"""mqe-ogbench-data: OGBench-format files, loadable by our loader and OGBench's, deterministic per seed."""
+"""mqe-ogbench data: OGBench-format files, loadable by our loader and OGBench's, deterministic per seed."""
 
 from __future__ import annotations
 
@@ -8,12 +8,17 @@ import numpy as np
 import pytest
 
 from mqe_model.data.dataset import load_dataset
-from mqe_model.ogbench import generate, manip_data, maze_data
+from mqe_model.ogbench import cli, generate, manip_data, maze_data
 
 ogbench = pytest.importorskip("ogbench", reason="dataset generation needs `pip install ogbench` (and MuJoCo)")
 
 MAZE = "pointmaze-medium-navigate-v0"
 EPISODES, LENGTH = 3, 50
+
+
+def main(args: list[str]) -> int:
+    """`mqe-ogbench data ARGS`; its exit code."""
+    return cli.main(["data", *args])
 
 
 def _generate(out_dir, name=MAZE, episodes=EPISODES, length=LENGTH, *extra: str) -> list[str]:
@@ -25,7 +30,7 @@ def _generate(out_dir, name=MAZE, episodes=EPISODES, length=LENGTH, *extra: str)
 def maze_dir(tmp_path_factory):
     """A tiny pointmaze dataset written by two worker processes."""
     out = tmp_path_factory.mktemp("maze")
-    assert generate.main(_generate(out, MAZE, EPISODES, LENGTH, "--workers", "2")) == 0
+    assert main(_generate(out, MAZE, EPISODES, LENGTH, "--workers", "2")) == 0
     return out
 
 
@@ -60,26 +65,26 @@ def test_settings_record_seed_sizes_and_mujoco_version(maze_dir):
 
 
 def test_same_seed_same_bytes_for_any_worker_count(maze_dir, tmp_path):
-    assert generate.main(_generate(tmp_path / "one", MAZE, EPISODES, LENGTH, "--workers", "1")) == 0
+    assert main(_generate(tmp_path / "one", MAZE, EPISODES, LENGTH, "--workers", "1")) == 0
     for suffix in (".npz", "-val.npz"):
         assert (tmp_path / "one" / f"{MAZE}{suffix}").read_bytes() == (maze_dir / f"{MAZE}{suffix}").read_bytes()
-    assert generate.main(_generate(tmp_path / "other", MAZE, EPISODES, LENGTH, "--seed", "1", "--workers", "1")) == 0
+    assert main(_generate(tmp_path / "other", MAZE, EPISODES, LENGTH, "--seed", "1", "--workers", "1")) == 0
     assert (tmp_path / "other" / f"{MAZE}.npz").read_bytes() != (maze_dir / f"{MAZE}.npz").read_bytes()
 
 
 def test_refuses_to_overwrite_without_flag(maze_dir, capsys):
     before = (maze_dir / f"{MAZE}.npz").read_bytes()
-    assert generate.main(_generate(maze_dir, MAZE, EPISODES, LENGTH, "--workers", "1")) == 2
+    assert main(_generate(maze_dir, MAZE, EPISODES, LENGTH, "--workers", "1")) == 2
     assert "--overwrite" in capsys.readouterr().err
     assert (maze_dir / f"{MAZE}.npz").read_bytes() == before
-    assert generate.main(_generate(maze_dir, MAZE, EPISODES, LENGTH, "--workers", "1", "--overwrite")) == 0
+    assert main(_generate(maze_dir, MAZE, EPISODES, LENGTH, "--workers", "1", "--overwrite")) == 0
     assert (maze_dir / f"{MAZE}.npz").read_bytes() == before  # same seed, same bytes
     assert not list(maze_dir.glob(".*tmp*"))
 
 
 def test_cube_single_play_tiny(tmp_path):
     name = "cube-single-play-v0"
-    assert generate.main(_generate(tmp_path, name, 2, 60, "--workers", "1")) == 0
+    assert main(_generate(tmp_path, name, 2, 60, "--workers", "1")) == 0
     dataset = load_dataset(tmp_path / f"{name}.npz")
     assert dataset.observations.shape == (120, 28) and dataset.actions.shape == (120, 5)
     assert np.abs(dataset.actions).max() <= 1.0 and list(dataset.trajectory_lengths) == [60, 60]
@@ -95,7 +100,7 @@ def test_cube_single_play_tiny(tmp_path):
 
 def test_noisy_dataset_uses_markov_oracles_with_random_actions(tmp_path):
     name = "cube-single-noisy-v0"
-    assert generate.main(_generate(tmp_path, name, 1, 40, "--workers", "1")) == 0
+    assert main(_generate(tmp_path, name, 1, 40, "--workers", "1")) == 0
     dataset = load_dataset(tmp_path / f"{name}.npz")
     assert dataset.actions.shape == (40, 5) and np.abs(dataset.actions).max() <= 1.0
     record = json.loads((tmp_path / f"{name}.json").read_text())
@@ -167,15 +172,15 @@ def test_official_sizes():
     ("pointmaze-medium-explore-v0", "unknown dataset"),
 ])
 def test_bad_dataset_is_one_line_and_exit_2(name, reason, tmp_path, capsys):
-    assert generate.main([name, "--out-dir", str(tmp_path)]) == 2
+    assert main([name, "--out-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and reason in err and err.startswith("mqe-ogbench-data: error:")
+    assert err.count("\n") == 0 and reason in err and err.startswith("mqe-ogbench data: error:")
     assert not any(tmp_path.iterdir())
 
 
 def test_bad_sizes_exit_2(tmp_path):
-    assert generate.main([MAZE, "--out-dir", str(tmp_path), "--length", "1"]) == 2
-    assert generate.main([MAZE, "--out-dir", str(tmp_path), "--episodes", "0"]) == 2
+    assert main([MAZE, "--out-dir", str(tmp_path), "--length", "1"]) == 2
+    assert main([MAZE, "--out-dir", str(tmp_path), "--episodes", "0"]) == 2
     with pytest.raises(SystemExit) as exit_info:  # tyro reports __post_init__ errors and exits 2
-        generate.main([MAZE, "--out-dir", str(tmp_path), "--workers", "0"])
+        main([MAZE, "--out-dir", str(tmp_path), "--workers", "0"])
     assert exit_info.value.code == 2

@@ -1,5 +1,5 @@
-"""mqe-ogbench-eval: the trainer's evaluation of a saved checkpoint, the critic-selection diagnostic
-and the one-line errors."""
+"""mqe-ogbench eval: the trainer's evaluation of a saved checkpoint, sampled actions and the one-line
+errors."""
 
 from __future__ import annotations
 
@@ -7,14 +7,33 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
-from test_ogbench_distances import ENV, write_xy_npz
 
 from mqe_model import train
 from mqe_model.metrics import read_evaluations
-from mqe_model.ogbench import evaluate
+from mqe_model.ogbench import cli
 
 pytest.importorskip("ogbench", reason="the evaluation needs `pip install ogbench` (and MuJoCo)")
+
+
+ENV = "pointmaze-medium-navigate-v0"
+
+
+def write_xy_npz(path: Path, episodes: int = 6, length: int = 30) -> Path:
+    """Random walks in 2-D xy (pointmaze's observation), 2-D actions."""
+    rng = np.random.default_rng(0)
+    n = episodes * length
+    terminals = np.zeros(n, np.float32)
+    terminals[length - 1 :: length] = 1.0
+    np.savez(path, observations=np.cumsum(rng.normal(size=(n, 2)), axis=0).astype(np.float32),
+             actions=rng.uniform(-1, 1, size=(n, 2)).astype(np.float32), terminals=terminals)
+    return path
+
+
+def main(args: list[str]) -> int:
+    """`mqe-ogbench eval ARGS`; its exit code."""
+    return cli.main(["eval", *args])
 
 
 def evaluated_run(root: Path, agent: str) -> Path:
@@ -31,7 +50,7 @@ def evaluated_run(root: Path, agent: str) -> Path:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("evaluate")
-    return {agent: evaluated_run(root, agent) for agent in ("mqe", "gcbc")}
+    return {agent: evaluated_run(root, agent) for agent in ("mqe",)}
 
 
 def test_a_saved_checkpoint_scores_as_the_trainer_scored_it(runs, tmp_path, capsys):
@@ -39,7 +58,7 @@ def test_a_saved_checkpoint_scores_as_the_trainer_scored_it(runs, tmp_path, caps
     shutil.copytree(runs["mqe"] / "checkpoints" / "10", step_dir)
     shutil.rmtree(step_dir / "train_state")
     out = tmp_path / "report.json"
-    assert evaluate.main([str(step_dir), "--episodes", "1", "--workers", "1", "--out", str(out)]) == 0
+    assert main([str(step_dir), "--episodes", "1", "--workers", "1", "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     trainer = read_evaluations(runs["mqe"])[-1]
     (entry,) = report["checkpoints"]
@@ -54,21 +73,20 @@ def test_a_saved_checkpoint_scores_as_the_trainer_scored_it(runs, tmp_path, caps
     assert "mean over 1 checkpoint(s)" in capsys.readouterr().out
 
 
-def test_critic_selection_is_reported_as_the_diagnostic_it_is(runs, tmp_path):
-    out = tmp_path / "critic.json"
-    assert evaluate.main([str(runs["mqe"]), str(runs["mqe"] / "checkpoints"), "--episodes", "1", "--workers", "1",
-                          "--critic-candidates", "4", "--candidate-spread", "0.3", "--out", str(out)]) == 0
+def test_several_paths_to_one_checkpoint_score_alike(runs, tmp_path):
+    out = tmp_path / "twice.json"
+    assert main([str(runs["mqe"]), str(runs["mqe"] / "checkpoints"), "--episodes", "1", "--workers", "1",
+                 "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert [c["step"] for c in report["checkpoints"]] == [10, 10]
     assert report["checkpoints"][0]["tasks"] == report["checkpoints"][1]["tasks"]  # same episodes, same policy
-    assert "best of 4" in report["policy"] and "not OGBench's protocol" in report["policy"]
-    assert "--critic-candidates 4" in report["command"]
+    assert report["command"].startswith("mqe-ogbench eval ")
 
 
 def test_sampled_actions_are_reported_and_differ_from_the_mean(runs, tmp_path):
     mean_out, sampled_out = tmp_path / "mean.json", tmp_path / "sampled.json"
     for out, extra in ((mean_out, []), (sampled_out, ["--temperature", "1.0"])):
-        assert evaluate.main([str(runs["mqe"]), "--episodes", "1", "--workers", "1", "--out", str(out), *extra]) == 0
+        assert main([str(runs["mqe"]), "--episodes", "1", "--workers", "1", "--out", str(out), *extra]) == 0
     mean, sampled = json.loads(mean_out.read_text()), json.loads(sampled_out.read_text())
     assert "sampled at temperature 1" in sampled["policy"] and "not OGBench's protocol" in sampled["policy"]
     assert mean["policy"].startswith("actor (OGBench protocol")
@@ -79,27 +97,19 @@ def test_sampled_actions_are_reported_and_differ_from_the_mean(runs, tmp_path):
 
 
 @pytest.mark.parametrize("case, message", [
-    ("gcbc-critic", "needs an MQE run"),
     ("negative-temperature", "--temperature -0.5: 0 (the policy's mean) or > 0"),
-    ("two-rules", "two different action rules"),
     ("missing", "no such directory"),
     ("wrong-env", "wrong --env?"),
-    ("one-candidate", "0 (the actor's action) or >= 2"),
-    ("zero-spread", "--candidate-spread 0.0: must be > 0"),
     ("no-episodes", "must be >= 1"),
 ])
 def test_bad_input_is_one_line_and_exit_2(runs, tmp_path, capsys, case, message):
-    mqe_run, gcbc_run = str(runs["mqe"]), str(runs["gcbc"])
-    args = {"gcbc-critic": [gcbc_run, "--critic-candidates", "4"],
-            "missing": [str(tmp_path / "nothing")],
+    mqe_run = str(runs["mqe"])
+    args = {"missing": [str(tmp_path / "nothing")],
             "wrong-env": [mqe_run, "--env", "scene-play-v0"],
-            "one-candidate": [mqe_run, "--critic-candidates", "1"],
-            "zero-spread": [mqe_run, "--critic-candidates", "4", "--candidate-spread", "0"],
             "no-episodes": [mqe_run, "--episodes", "0"],
-            "negative-temperature": [mqe_run, "--temperature", "-0.5"],
-            "two-rules": [mqe_run, "--critic-candidates", "4", "--temperature", "0.5"]}[case]
+            "negative-temperature": [mqe_run, "--temperature", "-0.5"]}[case]
     out = tmp_path / "report.json"
-    assert evaluate.main([*args, "--out", str(out)]) == 2
+    assert main([*args, "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("mqe-ogbench-eval: error:") and message in err and "\n" not in err
+    assert err.startswith("mqe-ogbench eval: error:") and message in err and "\n" not in err
     assert not out.exists()

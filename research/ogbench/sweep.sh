@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Several rows of the OGBench table on one multi-GPU machine, as many updates as fit a time budget.
 #
-#   scripts/ogbench_sweep.sh WORK DATASET:GPU:SECONDS:EVALS[:AGENT+AGENT...] [...]
+#   research/ogbench/sweep.sh WORK DATASET:GPU:SECONDS:EVALS[:AGENT+AGENT...] [...]
 #
-# For each entry it starts one `mqe-ogbench-repro` per agent (default: AGENTS) on GPU `GPU`, the
+# For each entry it starts one `mqe-ogbench train` per agent (default: AGENTS) on GPU `GPU`, the
 # SEEDS seeds vmapped in one run, the entry's agents sharing that GPU. The data of every dataset is
-# generated first (mqe-ogbench-data, all datasets at once, the cores shared among them by cost). The number
+# generated first (mqe-ogbench data, all datasets at once, the cores shared among them by cost). The number
 # of updates is what fits SECONDS: for each distinct set of agents a probe first trains those agents
 # at once on the GPU of the set's first entry (as the real runs will share theirs) and measures their
 # updates per second; an entry's runs then get SAFETY x rate x SECONDS updates, where rate is what
 # each of them does when all stop at the same count (the GPU time-slices, so the fast runs finish
-# early and leave it to the slow: `mqe_model/ogbench/sweep_plan.py`), rounded down to a multiple of
+# early and leave it to the slow: `research/ogbench/sweep_plan.py`), rounded down to a multiple of
 # MIN_STEPS (the same for every agent of the entry, so they compare at equal updates). Evaluations every tenth of the run, the last EVALS of them only (3: just the ones
 # OGBench's score averages; 10: a learning curve).
 #
@@ -23,8 +23,8 @@
 #
 # The runs start in their own process session and outlive this script: poll WORK/logs and
 # WORK/runs, or wait for WORK/done/<dataset>-<agent> (its content is the exit code). Rows land in
-# WORK/runs/<dataset>/<agent>.{json,md} (`mqe-ogbench-table WORK/runs` prints them as the table);
-# maze MQE runs add WORK/runs/<dataset>/mqe-distances.json (`mqe-ogbench-distances`).
+# WORK/runs/<dataset>/<agent>.{json,md} (`mqe-ogbench table WORK/runs` prints them as the table);
+# maze MQE runs add WORK/runs/<dataset>/mqe-distances.json (`research/ogbench/distances.py`).
 # WORK/plan.json records the probes and the chosen updates. What to keep (rows, metrics, logs; not
 # the checkpoints, data or compilation cache): tar czf sweep.tgz -C WORK --exclude=checkpoints
 # --exclude=data --exclude=probe --exclude=jax-cache .
@@ -50,6 +50,7 @@ safety=${SAFETY:-0.8}
 probe_seconds=${PROBE_SECONDS:-20}
 unit=${MIN_STEPS:-10000}
 python=${PYTHON:-python3}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # the plan and distance scripts beside this one
 
 fixed_steps=${STEPS:-}
 if [[ -n "$fixed_steps" && ! "$fixed_steps" =~ ^[1-9][0-9]+$ ]]; then
@@ -91,7 +92,7 @@ for entry in "${entries[@]}"; do
     agents=${entry##*:}
     [[ -n "$fixed_steps" || -n "${probe_entry[$agents]:-}" ]] || probe_entry[$agents]=$entry
 done
-eval_workers=${EVAL_WORKERS:-$($python -c "from mqe_model.ogbench.sweep_plan import evaluation_workers as w; print(w($cores, $runs))")}
+eval_workers=${EVAL_WORKERS:-$(PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" $python -c "from sweep_plan import evaluation_workers as w; print(w($cores, $runs))")}
 datasets=($(for entry in "${entries[@]}"; do echo "${entry%%:*}"; done | awk '!seen[$0]++'))
 # The probes start once all the datasets they train on exist. Datasets no probe trains on are still
 # being generated while the probes run: then leave each probe process 3 cores (the update's dispatch
@@ -117,7 +118,7 @@ declare -A gen_pid
 workers_log=()
 for name in "${datasets[@]}"; do
     workers=$(( free * $(cost "$name") / total_cost > 1 ? free * $(cost "$name") / total_cost : 1 ))
-    $python -m mqe_model.ogbench.generate "$name" --out-dir "$work/data" --workers "$workers" --no-progress \
+    $python -m mqe_model.ogbench data "$name" --out-dir "$work/data" --workers "$workers" --no-progress \
         ${EXTRA_DATA_ARGS:-} >"$work/logs/data-$name.log" 2>&1 &
     gen_pid[$name]=$!
     workers_log+=("$name=$workers")
@@ -175,7 +176,7 @@ if [[ -n "$fixed_steps" ]]; then
 else
     budget=(--rates "${rates[*]}" --safety "$safety" --unit "$unit")
 fi
-plan=$($python -m mqe_model.ogbench.sweep_plan "$work" "${entries[@]}" --seeds "$seeds" --preset "$preset" "${budget[@]}")
+plan=$($python "$here/sweep_plan.py" "$work" "${entries[@]}" --seeds "$seeds" --preset "$preset" "${budget[@]}")
 seed_list=$(seq -s ' ' 0 $((seeds - 1)))
 run_dir=$($python -c "from mqe_model.ogbench.reproduce import run_name; print(run_name(list(range($seeds))))")
 while read -r name gpu agents steps every start; do
@@ -185,12 +186,12 @@ while read -r name gpu agents steps every start; do
         # final checkpoint, which the pack leaves behind (on the CPU: the GPU may still be busy).
         distances=""
         if [[ $agent == mqe && ( $name == pointmaze* || $name == antmaze* ) ]]; then
-            distances="JAX_PLATFORMS=cpu $python -m mqe_model.ogbench.distances --env $name \
+            distances="JAX_PLATFORMS=cpu $python $here/distances.py --env $name \
                 --workdir '$work/runs/$name/mqe/$run_dir' --out '$work/runs/$name/mqe-distances.json' \
                 >'$work/logs/$name-mqe-distances.log' 2>&1;"
         fi
         CUDA_VISIBLE_DEVICES=$gpu XLA_PYTHON_CLIENT_MEM_FRACTION=$(memory "$gpu") setsid bash -c \
-            "$python -m mqe_model.ogbench.reproduce $name --agent $agent --preset $preset --seeds $seed_list \
+            "$python -m mqe_model.ogbench train $name --agent $agent --preset $preset --seeds $seed_list \
              --vmap-seeds --steps $steps --eval-every $every --eval-start $start --eval-workers $eval_workers \
              --data $(data_file "$name") --runs-dir '$work/runs' --no-progress ${EXTRA_REPRO_ARGS:-}; \
              status=\$?; $distances echo \$status >'$work/done/$name-$agent'" >"$work/logs/$name-$agent.log" 2>&1 </dev/null &

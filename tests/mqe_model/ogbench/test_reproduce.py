@@ -1,4 +1,4 @@
-"""mqe-ogbench-repro: the paper's alpha table, OGBench scoring, and a tiny end-to-end row."""
+"""mqe-ogbench train: the paper's alpha table, OGBench scoring, and a tiny end-to-end row."""
 
 from __future__ import annotations
 
@@ -10,10 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from mqe_model.agents import registry
-from mqe_model.ogbench import gpus, reproduce
+from mqe_model.agents import gciql, mqe
+from mqe_model.agents.configs import apply_overrides
+from mqe_model.ogbench import cli, gpus, reproduce
 
 pytest.importorskip("ogbench", reason="the reproduction needs `pip install ogbench` (and MuJoCo)")
+
+
+def main(args: list[str]) -> int:
+    """`mqe-ogbench train ARGS`; its exit code."""
+    return cli.main(["train", *args])
 
 
 @pytest.mark.parametrize(("dataset", "alpha"), [
@@ -40,8 +46,8 @@ def test_protocol_overrides_follow_ogbench():
         *ddpgbc, "alpha=0.003", "actor_layer_norm=false", "gamma=0.995"]
     assert reproduce.protocol_overrides("gcbc", "visual-scene-play-v0") == ["layer_norm=false"]  # OGBench: 256 on pixels
     assert reproduce.ogbench_gciql_alpha("puzzle-4x4-noisy-v0") == 0.03
-    config = registry.apply_overrides(registry.spec("gciql").get_config("ogbench_state"),
-                                      tuple(reproduce.protocol_overrides("gciql", "pointmaze-giant-stitch-v0")))
+    config = apply_overrides(gciql.get_config("ogbench_state"),
+                             tuple(reproduce.protocol_overrides("gciql", "pointmaze-giant-stitch-v0")))
     assert (config.batch_size, config.actor_loss, config.alpha, config.gamma) == (1024, "ddpgbc", 0.003, 0.995)
     assert not config.actor_layer_norm and config.layer_norm  # OGBench: LayerNorm in V and Q, none in the actor
     with pytest.raises(reproduce.ReproduceError, match="no OGBench GCIQL alpha"):
@@ -50,7 +56,7 @@ def test_protocol_overrides_follow_ogbench():
     command = reproduce.train_command(cfg, "pointmaze-giant-stitch-v0", Path("d.npz"), 0, Path("w"))
     overrides = command[command.index("--set") + 1:]  # --set comes last but for --no-progress
     assert overrides[:3] == ["alpha=0.03", "actor_p_random_goal=0.5", "actor_p_random_goal=0.2"]
-    config = registry.apply_overrides(registry.spec("mqe").get_config("ogbench_state"), tuple(overrides[:3]))
+    config = apply_overrides(mqe.get_config("ogbench_state"), tuple(overrides[:3]))
     assert config.actor_p_random_goal == 0.2 and config.alpha == 0.03  # the user's --set wins
 
 
@@ -69,14 +75,14 @@ def test_tiny_reproduction_writes_its_row(tmp_path):
     official = ["pointmaze-medium-navigate", "--preset", "tiny", "--steps", "20", "--eval-every", "10",
                 "--eval-episodes", "1", "--eval-workers", "2", "--data-dir", str(tmp_path / "data"), "--runs-dir", str(tmp_path / "runs"),
                 "--no-progress"]
-    assert reproduce.main([*official, "--data-episodes", "3", "--data-length", "50"]) == 0
+    assert main([*official, "--data-episodes", "3", "--data-length", "50"]) == 0
     out = tmp_path / "runs" / "pointmaze-medium-navigate-v0" / "mqe"
     row = json.loads(out.with_suffix(".json").read_text())
     assert row["alpha"] == 0.03 and row["steps"] == 20 and row["seeds"] == [0]
     assert 0.0 <= row["success_mean"] <= 100.0 and row["success_sem"] is None
     (run,) = row["runs"]
     assert [e["step"] for e in run["evaluations"]] == [10, 20] and "--set alpha=0.03" in run["command"]
-    assert "mqe-ogbench-data pointmaze-medium-navigate-v0" in row["data"]["generated_by"]
+    assert "mqe-ogbench data pointmaze-medium-navigate-v0" in row["data"]["generated_by"]
     assert row["data"]["settings"]["mujoco_version"]
     header, rule, line = out.with_suffix(".md").read_text().splitlines()
     assert line.startswith("| pointmaze-medium-navigate-v0 | mqe |") and line.endswith("| — |")
@@ -84,19 +90,19 @@ def test_tiny_reproduction_writes_its_row(tmp_path):
     # A row trained beyond the protocol names what it changed.
     assert reproduce.markdown_row({**row, "overrides": ["lam=0.99", "zeta=0.5"]}).endswith("| lam=0.99 zeta=0.5 |")
     # The tiny file must not be taken for the official-size dataset.
-    assert reproduce.main(official) == 2
+    assert main(official) == 2
 
 
 def test_unknown_dataset_is_one_line_and_exit_2(tmp_path, capsys):
-    assert reproduce.main(["pointmaze-tiny-navigate", "--runs-dir", str(tmp_path)]) == 2
+    assert main(["pointmaze-tiny-navigate", "--runs-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("mqe-ogbench-repro: error:") and "\n" not in err
-    assert reproduce.main(["scene-play", "--data", str(tmp_path / "missing.npz")]) == 2
+    assert err.startswith("mqe-ogbench train: error:") and "\n" not in err
+    assert main(["scene-play", "--data", str(tmp_path / "missing.npz")]) == 2
 
 
 def test_repeated_seeds_are_refused():
     with pytest.raises(SystemExit) as exit_info:
-        reproduce.main(["scene-play", "--seeds", "0", "0"])
+        main(["scene-play", "--seeds", "0", "0"])
     assert exit_info.value.code == 2
 
 
@@ -105,7 +111,7 @@ def test_vmapped_seeds_are_one_run_scored_seed_by_seed(tmp_path):
             "--eval-episodes", "1", "--eval-workers", "2", "--data-dir", str(tmp_path / "data"),
             "--runs-dir", str(tmp_path / "runs"), "--no-progress", "--data-episodes", "3", "--data-length", "50",
             "--agent", "gcbc", "--seeds", "3", "4", "--vmap-seeds"]
-    assert reproduce.main(args) == 0
+    assert main(args) == 0
     row = json.loads((tmp_path / "runs" / "pointmaze-medium-navigate-v0" / "gcbc.json").read_text())
     assert row["seeds"] == [3, 4] and row["vmap_seeds"] and [r["seed"] for r in row["runs"]] == [3, 4]
     assert {r["workdir"] for r in row["runs"]} == {str(tmp_path / "runs" / "pointmaze-medium-navigate-v0" / "gcbc" / "seeds3-4")}
@@ -116,13 +122,13 @@ def test_vmapped_seeds_are_one_run_scored_seed_by_seed(tmp_path):
 
 def test_vmapped_seeds_must_be_consecutive():
     with pytest.raises(SystemExit) as exit_info:
-        reproduce.main(["scene-play", "--seeds", "0", "2", "--vmap-seeds"])
+        main(["scene-play", "--seeds", "0", "2", "--vmap-seeds"])
     assert exit_info.value.code == 2
 
 
 def test_eval_start_beyond_the_run_is_refused():
     with pytest.raises(SystemExit) as exit_info:
-        reproduce.main(["scene-play", "--steps", "100", "--eval-start", "200"])
+        main(["scene-play", "--steps", "100", "--eval-start", "200"])
     assert exit_info.value.code == 2
 
 
@@ -233,7 +239,7 @@ def test_a_run_hands_its_gpu_on_when_its_updates_end(tmp_path, monkeypatch, hand
 @pytest.mark.parametrize("args", [["--runs-per-gpu", "2"], ["--gpus", "0", "--runs-per-gpu", "0"]])
 def test_runs_per_gpu_needs_gpus_and_a_positive_count(args, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        reproduce.main(["scene-play", *args])
+        main(["scene-play", *args])
     assert exit_info.value.code == 2
     assert "--runs-per-gpu" in capsys.readouterr().err
 
@@ -241,7 +247,7 @@ def test_runs_per_gpu_needs_gpus_and_a_positive_count(args, capsys):
 @pytest.mark.parametrize("gpus", [["0", "0"], ["cuda:0"]])
 def test_bad_gpu_lists_are_refused(gpus):
     with pytest.raises(SystemExit) as exit_info:
-        reproduce.main(["scene-play", "--gpus", *gpus])
+        main(["scene-play", "--gpus", *gpus])
     assert exit_info.value.code == 2
 
 
@@ -250,7 +256,7 @@ def test_runs_on_gpus_write_one_row_and_a_log_each(tmp_path):
             "--eval-episodes", "1", "--eval-workers", "1", "--data-dir", str(tmp_path / "data"),
             "--runs-dir", str(tmp_path / "runs"), "--no-progress", "--data-episodes", "3", "--data-length", "50",
             "--agent", "gcbc", "--seeds", "0", "1", "--gpus", "0", "1"]
-    assert reproduce.main(args) == 0
+    assert main(args) == 0
     out = tmp_path / "runs" / "pointmaze-medium-navigate-v0" / "gcbc"
     row = json.loads(out.with_suffix(".json").read_text())
     assert row["seeds"] == [0, 1] and row["gpus"] == ["0", "1"] and [r["seed"] for r in row["runs"]] == [0, 1]

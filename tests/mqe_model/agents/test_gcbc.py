@@ -24,7 +24,7 @@ def test_interface_and_learning():
     sampler = RelabelSampler(_linear_dataset(), RelabelConfig(with_value_goals=False))
     rng = np.random.default_rng(0)
     config = gcbc.get_config("tiny")
-    agent = gcbc.GCBCAgent.create(0, sampler.sample(rng, 2), config)
+    agent = gcbc.Agent.create(0, sampler.sample(rng, 2), config)
     batches = [sampler.sample(rng, config.batch_size) for _ in range(20)]
     stacked = {k: np.stack([b[k] for b in batches]) for k in batches[0]}
     agent, first = agent.update(batches[0])
@@ -43,7 +43,7 @@ def test_bridge_preset_fuses_observation_and_goal_early():
     config = gcbc.get_config("bridge")
     assert config.encoder == "resnet34" and config.batch_size == 128
     images = np.zeros((1, 32, 32, 3), np.uint8)
-    tiny = gcbc.GCBCConfig(name="t", batch_size=2, actor_hidden_dims=(8,), encoder="resnet_tiny")
+    tiny = gcbc.Config(name="t", batch_size=2, actor_hidden_dims=(8,), encoder="resnet_tiny")
     params = gcbc.Actor(tiny, 7).init(jax.random.PRNGKey(0), images, images)["params"]
     kernels = [x for x in jax.tree_util.tree_leaves(params) if x.ndim == 4]
     assert any(k.shape[:3] == (7, 7, 6) for k in kernels)  # stem sees 3 observation + 3 goal channels

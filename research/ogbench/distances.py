@@ -1,6 +1,6 @@
-"""`mqe-ogbench-distances`: has the MQE critic of a maze run learned long-range distances?
+"""Has the MQE critic of a maze run learned long-range distances?
 
-    mqe-ogbench-distances --workdir runs/ogbench/pointmaze-giant-stitch-v0/mqe/seeds0-3 \\
+    python research/ogbench/distances.py --workdir runs/ogbench/pointmaze-giant-stitch-v0/mqe/seeds0-3 \\
         --env pointmaze-giant-stitch-v0 --out distances.json
 
 Samples `--pairs` (state, goal) pairs of uniformly random free maze cells, places both at their
@@ -10,7 +10,7 @@ the maze map): Spearman correlation, and the mean d per geodesic bucket, for eac
 and pooled over seeds. A critic that learned only local structure shows a flat mean d beyond a
 few cells.
 
-d is the agent's own state-to-goal distance (`mqe.state_goal_distance`, as `MQEAgent.distance`),
+d is the agent's own state-to-goal distance (`mqe.state_goal_distance`, as `mqe.Agent.distance`),
 in environment steps. Bad input: one line, exit 2.
 """
 
@@ -88,13 +88,13 @@ def load_run(workdir: Path) -> tuple[Path, dict[str, Any], Any, Any]:
     """(step dir, metadata, MQE config, params with a leading seed axis) of the run's latest step."""
     import jax
 
-    from mqe_model.agents import registry
+    from mqe_model.agents.configs import config_from_json
 
     step_dir = checkpoints.resolve_step_dir(workdir)
     metadata = checkpoints.read_metadata(step_dir)
     if metadata["agent"] != "mqe":
         raise DistancesError(f"{step_dir}: agent {metadata['agent']!r}; only MQE runs have a quasimetric critic")
-    config = registry.config_from_json("mqe", metadata["config"])
+    config = config_from_json("mqe", metadata["config"])
     if config.encoder is not None:
         raise DistancesError(f"{step_dir}: image MQE (encoder {config.encoder!r}); needs a state-based run")
     params = checkpoints.restore_params(step_dir)["critic"]
@@ -104,7 +104,7 @@ def load_run(workdir: Path) -> tuple[Path, dict[str, Any], Any, Any]:
 
 
 def critic_distances(config: Any, critic_params: Any, observations: np.ndarray, goals: np.ndarray) -> np.ndarray:
-    """(seeds, B) `MQEAgent.distance` of each observation to its goal, for each seed's critic."""
+    """(seeds, B) `mqe.Agent.distance` of each observation to its goal, for each seed's critic."""
     import jax
 
     from mqe_model.agents.mqe import state_goal_distance
@@ -153,7 +153,7 @@ def diagnose(cfg: DistancesConfig) -> dict[str, Any]:
     return {"env": cfg.env, "step_dir": str(step_dir), "step": int(metadata["step"]), "agent": "mqe",
             "num_seeds": len(d), "pairs": int(len(a)), "free_cells": int(len(free)),
             "max_geodesic": float(geo_all[np.isfinite(geo_all)].max()),
-            "distance": "min over heads of MRN(psi(s), psi(g)) / -log(gamma), in steps (MQEAgent.distance)",
+            "distance": "min over heads of MRN(psi(s), psi(g)) / -log(gamma), in steps (mqe.Agent.distance)",
             "per_seed": per_seed, "pooled": summary(d.reshape(-1), np.tile(geo, len(d)))}
 
 
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = diagnose(cfg)
     except (DistancesError, CheckpointError) as e:
-        print(f"mqe-ogbench-distances: error: {e}", file=sys.stderr)
+        print(f"distances: error: {e}", file=sys.stderr)
         return 2
     print(format_table(report))
     if cfg.out is not None:

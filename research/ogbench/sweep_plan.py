@@ -1,6 +1,6 @@
-"""The plan of `scripts/ogbench_sweep.sh`: each entry's updates from its probe's updates per second.
+"""The plan of `research/ogbench/sweep.sh`: each entry's updates from its probe's updates per second.
 
-    python -m mqe_model.ogbench.sweep_plan WORK DATASET:GPU:SECONDS:EVALS:AGENT+AGENT ... \\
+    python research/ogbench/sweep_plan.py WORK DATASET:GPU:SECONDS:EVALS:AGENT+AGENT ... \\
         --seeds SEEDS --preset PRESET (--rates "SET/AGENT=RATE ..." --safety SAFETY --unit UNIT | --steps N)
 
 Writes WORK/plan.json and prints one line per entry: dataset, GPU, agents, updates, evaluation
@@ -54,7 +54,7 @@ def evaluation_workers(cores: int, runs: int, memory_available: int | None = Non
     the free memory holds across all runs, at least 2.
 
     The runs' evaluations come at different times (GCBC trains 3x faster than MQE), so a fixed share
-    per run leaves cores idle: on the seventh session's 64-CPU machine GCBC's 6 workers were still on
+    per run leaves cores idle: on a 64-CPU machine GCBC's 6 workers were still on
     its first scene-play evaluation after 9 minutes while MQE's 12 waited for theirs. The workers run
     niced (`mqe_model.evaluation.init_worker`), so the training processes keep their cores when all
     evaluate at once."""
@@ -86,7 +86,7 @@ def plan(rates: dict[str, float], entries: Sequence[str], safety: float, unit: i
 
 def main(argv: list[str] | None = None) -> int:
     """Write WORK/plan.json and print the rows for the script to read."""
-    parser = argparse.ArgumentParser(prog="python -m mqe_model.ogbench.sweep_plan")
+    parser = argparse.ArgumentParser(prog="research/ogbench/sweep_plan.py")
     parser.add_argument("work", type=Path)
     parser.add_argument("entries", nargs="+")
     parser.add_argument("--seeds", type=int, required=True)

@@ -41,7 +41,7 @@ def test_values_separate_goals_and_target_follows():
     sampler = RelabelSampler(data, RelabelConfig(True, config.gamma, config.p_current_goal,
                                                  config.p_trajectory_goal, config.p_random_goal))
     rng = np.random.default_rng(0)
-    agent = gciql.GCIQLAgent.create(0, sampler.sample(rng, 2), config)
+    agent = gciql.Agent.create(0, sampler.sample(rng, 2), config)
     initial_target = agent.target_critic
     for _ in range(10):
         batches = [sampler.sample(rng, config.batch_size) for _ in range(30)]
@@ -68,7 +68,7 @@ def _ddpgbc_setup(alpha):
     sampler = RelabelSampler(_chain_dataset(), RelabelConfig(True, config.gamma, config.p_current_goal,
                                                                config.p_trajectory_goal, config.p_random_goal))
     batch = {k: jnp.asarray(v) for k, v in sampler.sample(np.random.default_rng(0), 64).items()}
-    agent = gciql.GCIQLAgent.create(0, batch, config)
+    agent = gciql.Agent.create(0, batch, config)
     frozen = {"critic": agent.params["critic"], "value": agent.params["value"]}
     return config, batch, agent, frozen
 
@@ -106,20 +106,13 @@ def test_ddpgbc_agent_trains_and_bad_actor_losses_are_refused():
         dataclasses.replace(config, alpha=-1.0)
 
 
-@pytest.mark.parametrize("agent_module", ["gciql", "mqe"])
-def test_actor_layer_norm_switches_only_the_policy(agent_module):
-    from mqe_model.agents import registry
-
-    config = registry.spec(agent_module).get_config("tiny")
+def test_actor_layer_norm_switches_only_the_policy():
+    config = gciql.get_config("tiny")
     names = {}
     for actor_layer_norm in (True, False):
         cfg = dataclasses.replace(config, actor_layer_norm=actor_layer_norm)
         obs = np.zeros((1, 4), np.float32)
-        params = registry.spec(agent_module).agent_class.create(
-            0, {"observations": obs, "actions": np.zeros((1, 2), np.float32), "waypoints": obs,
-                "waypoint_offsets": np.ones(1, np.int32), "goals": obs, "actor_goals": obs,
-                "value_goals": obs, "next_observations": obs, "rewards": np.zeros(1, np.float32),
-                "masks": np.ones(1, np.float32)}, cfg).params
+        params = gciql.Agent.create(0, {"observations": obs, "actions": np.zeros((1, 2), np.float32)}, cfg).params
         leaf_paths = lambda tree: {"/".join(str(k.key) for k in path) for path, _ in  # noqa: E731
                                    jax.tree_util.tree_leaves_with_path(tree)}
         names[actor_layer_norm] = {part: any("LayerNorm" in p for p in leaf_paths(params[part])) for part in params}

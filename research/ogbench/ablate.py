@@ -1,11 +1,11 @@
-"""`mqe-ogbench-ablate`: variants of one agent on one dataset, trained side by side, in one table.
+"""Variants of one agent on one OGBench dataset, trained side by side, in one table.
 
-    mqe-ogbench-ablate scene-play-v0 --variants default= gamma099=gamma=0.99 \\
-        "public-code=gamma=0.99 lam=0.99 invariance_form=squared" --seeds 0 1 --vmap-seeds --gpus 0 1 \\
+    python research/ogbench/ablate.py scene-play-v0 --variants default= gamma099=gamma=0.99 \\
+        "public-code=gamma=0.99 lam=0.99" --seeds 0 1 --vmap-seeds --gpus 0 1 \\
         --steps 200000 --eval-start 200000 --eval-every 200000 --set matmul_precision=tensorfloat32
 
 Each variant `NAME=OVERRIDES` (agent overrides as `--set` takes them, space-separated, after
-`--set`'s; empty for the agent's defaults) is one `mqe-ogbench-repro` row under `<runs-dir>/NAME`,
+`--set`'s; empty for the agent's defaults) is one `mqe-ogbench train` row under `<runs-dir>/NAME`,
 trained, evaluated, scored and resumed exactly as that command does. The runs of all variants (per
 variant all seeds in one vmapped run with `--vmap-seeds`, else a run per seed) go to the `--gpus` as
 they free up (`--runs-per-gpu N`: N runs at once on each; a GPU frees up when its run's updates end,
@@ -36,6 +36,7 @@ import numpy as np
 import tyro
 
 from mqe_model.agents import registry
+from mqe_model.agents.configs import apply_overrides
 from mqe_model.cli_logging import setup_logging
 from mqe_model.metrics import read_evaluations
 from mqe_model.ogbench import generate, gpus, reproduce
@@ -68,7 +69,7 @@ def parse_variants(items: tuple[str, ...], agent: str, preset: str, common: tupl
                                  "'_', '.' or '-' (e.g. lam099=lam=0.99, or default= for no override)")
         variant = Variant(name, tuple(overrides.split()))
         try:
-            registry.apply_overrides(registry.spec(agent).get_config(preset), (*common, *variant.overrides))
+            apply_overrides(registry.get(agent).get_config(preset), (*common, *variant.overrides))
         except (ValueError, TypeError) as e:
             raise ReproduceError(f"--variants {item!r}: {e}") from None
         variants.append(variant)
@@ -85,7 +86,7 @@ class AblateConfig(reproduce.ReproduceConfig):
     variants: tuple[str, ...] = ()  # NAME=OVERRIDES each, e.g. "lam099=lam=0.99"; the first is the baseline
 
     def for_variant(self, variant: Variant) -> reproduce.ReproduceConfig:
-        """The mqe-ogbench-repro configuration of one variant."""
+        """The `mqe-ogbench train` configuration of one variant."""
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(reproduce.ReproduceConfig)}
         return reproduce.ReproduceConfig(**{**fields, "runs_dir": self.runs_dir / variant.name,
                                             "set": (*self.set, *variant.overrides)})
@@ -218,10 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         failures = ablate(tyro.cli(AblateConfig, args=argv))
     except (ReproduceError, generate.GenerateError) as e:
-        print(f"mqe-ogbench-ablate: error: {e}", file=sys.stderr)
+        print(f"ablate: error: {e}", file=sys.stderr)
         return 2
     for name, error in failures.items():
-        print(f"mqe-ogbench-ablate: error: variant {name}: {error}", file=sys.stderr)
+        print(f"ablate: error: variant {name}: {error}", file=sys.stderr)
     return 2 if failures else 0
 
 
