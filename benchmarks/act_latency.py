@@ -64,7 +64,7 @@ class Args:
     top: int = 12  # kernels listed
     layouts: Literal["device", "row-major", "both"] = "device"  # weights in the layout XLA chose (the server's), row-major, or both
     encoders: tuple[str, ...] = ()  # encoder arrangements to measure (separate, stacked, twin); (): all the policy has
-    json: Path | None = None  # also write the figures (ms) here, e.g. for benchmarks.xla_flags
+    json: Path | None = None  # also write the figures (ms) here
     phases: bool = False  # also time the act's steps (inputs to the device, run, outputs back), back to back and paced
     convs: tuple[ConvLowering, ...] = ("xla",)  # convolutions of each arrangement: xla (XLA's op), matmul (slices and a matmul), or both
     io: tuple[Literal["device", "host"], ...] = ("device",)  # frame in, answer out: device (transfers of their own), host (pinned host memory, copied inside the act), or both
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-WARM_GAP_S = 0.002  # acts this far apart ran at their back-to-back speed (docs/benchmarks.md, issue 6)
+WARM_GAP_S = 0.002  # acts this far apart ran at their back-to-back speed (docs/performance.md)
 
 
 def spaced_profiles(call: Callable[[], None], args: Args, label: str, layout: str) -> dict[str, float]:
@@ -164,7 +164,8 @@ def arrangements(checkpoint: Path, layouts: str, wanted: tuple[str, ...] = ()) -
     """(encoder arrangement, device layouts) pairs to measure: the `wanted` arrangements (all that the
     policy has when empty), each with row-major weights and/or in the device's layout (`--layouts`)."""
     from mqe_model import checkpoints
-    from mqe_model.agents.registry import config_from_json, encoder_arrangements
+    from mqe_model.agents.configs import config_from_json
+    from mqe_model.policy import encoder_arrangements
 
     metadata = checkpoints.read_metadata(checkpoints.resolve_step_dir(checkpoint))  # the weights load later
     available = encoder_arrangements(metadata["agent"], config_from_json(metadata["agent"], metadata["config"]))

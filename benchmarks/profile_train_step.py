@@ -1,7 +1,7 @@
 """Where the time of one MQE update goes: GPU kernels grouped by name, from a JAX profiler trace.
 
     python benchmarks/profile_train_step.py --preset ogbench_state --seeds 1
-    python benchmarks/profile_train_step.py --seeds 2 --set actor_goal_pairs=distances
+    python benchmarks/profile_train_step.py --seeds 2 --set flat_optimizer=false
 
 Prints the kernels that take the most device time per update, their share, and the number of
 kernel launches per update, so that an optimisation can be aimed at what dominates. A second trace,
@@ -33,9 +33,9 @@ class ProfileConfig:
     pairwise: str = "fused"  # all-pairs MRN variant
     scan: int = 10  # updates per dispatch
     top: int = 25  # kernels to list
-    set: tuple[str, ...] = ()  # further agent overrides, key=value, e.g. actor_goal_pairs=distances
+    set: tuple[str, ...] = ()  # further agent overrides, key=value, e.g. flat_optimizer=false
 
-    def agent_config(self) -> mqe.MQEConfig:
+    def agent_config(self) -> mqe.Config:
         """The profiled configuration; a bad override exits with its error."""
         config = dataclasses.replace(mqe.get_config(self.preset), pairwise=self.pairwise,
                                      matmul_precision=self.matmul_precision)
@@ -51,7 +51,7 @@ def main(cfg: ProfileConfig) -> None:
     rng = np.random.default_rng(0)
     example = random_batches(rng, (), bench, 2)
     if cfg.seeds == 1:
-        state = mqe.MQEAgent.create(0, example, config)
+        state = mqe.Agent.create(0, example, config)
         batches = random_batches(rng, (cfg.scan,), bench, config.batch_size)
         step = lambda s, b: s.update_many(b)  # noqa: E731
     else:

@@ -56,7 +56,7 @@ def _timed_steps(env, n: int, rng: np.random.Generator) -> tuple[list[float], li
 
 
 def main(cfg: BenchConfig) -> None:
-    """Print the figures recorded in docs/benchmarks.md."""
+    """Print the figures recorded in docs/performance.md."""
     mujoco = require_mujoco()
     from robot_client.sim import SimConfig, WidowXSimEnv
     from robot_client.sim.datagen import DataGenConfig, generate

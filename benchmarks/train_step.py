@@ -4,15 +4,13 @@ Measures, in one run and on one device:
 - the naive all-pairs MRN (broadcast difference tensor) as the baseline,
 - the fused all-pairs MRN (matmul for the symmetric part, fused max-reduction for the asymmetric
   part with a recomputing backward pass),
-- on a GPU also that maximum in tiled Pallas kernels (`pairwise="pallas"`, `mqe_model/pallas_max.py`),
 each for one seed and for several seeds trained at once with `jax.vmap`, with `--scan` updates
 per dispatch. Batches are random and already on the device, so this times the update alone, two
 ways: waiting for each dispatch (its median), and queueing dispatches back to back and waiting once
 ("queued"), as the training loop runs them, so that launch gaps between dispatches overlap.
 Also checks that the fused losses match the naive ones (relative difference). `--variants KEY=VALUE ...`
 adds other configurations (e.g. `flat_optimizer=false`, the same steps with Adam per parameter array,
-which `ogbench_state` no longer uses; or `invariance_actions=32`, another loss, marked as such by its
-loss difference). The baseline always runs Adam per parameter array.
+which `ogbench_state` does not use; or `zeta=0`, another loss, marked as such by its loss difference). The baseline always runs Adam per parameter array.
 
     python benchmarks/train_step.py                   # GPU if present
     python benchmarks/train_step.py --seeds 8 --scan 20 --iters 50
@@ -30,7 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 import tyro
 
-from mqe_model.agents import mqe, registry
+from mqe_model.agents import mqe
+from mqe_model.agents.configs import apply_overrides
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,9 +44,8 @@ class BenchConfig:
     iters: int = 30  # timed dispatches per measurement
     warmup: int = 3  # untimed dispatches first (compilation)
     precisions: tuple[str, ...] = ("float32", "tensorfloat32", "bfloat16")  # matmul precisions of the fused variant
-    pallas: bool | None = None  # also the Pallas-tiled maximum (pairwise='pallas') at each precision; None: on a GPU only
-    variants: tuple[str, ...] = ()  # also these configs, fused at each precision: key=value overrides, several in one quoted variant, e.g. flat_optimizer=false "actor_goal_pairs=sampled actor_goal_samples=16"
-    json: Path | None = None  # also write the figures (steps/s) here, e.g. for benchmarks.xla_flags
+    variants: tuple[str, ...] = ()  # also these configs, fused at each precision: key=value overrides, several in one quoted variant, e.g. flat_optimizer=false "zeta=0.5 alpha=3.0"
+    json: Path | None = None  # also write the figures (steps/s) here
 
 
 def random_batches(rng: np.random.Generator, lead: tuple[int, ...], cfg: BenchConfig, batch: int) -> dict:
@@ -83,11 +81,11 @@ def time_dispatch(fn, state, batches, cfg: BenchConfig) -> tuple[float, float]:
     return float(np.median(times)), (time.perf_counter() - start) / cfg.iters
 
 
-def measure(agent_config: mqe.MQEConfig, cfg: BenchConfig) -> dict[str, float]:
+def measure(agent_config: mqe.Config, cfg: BenchConfig) -> dict[str, float]:
     """Steps/s for one seed and seed-steps/s for `cfg.seeds` vmapped seeds."""
     rng = np.random.default_rng(0)
     b = agent_config.batch_size
-    single = mqe.MQEAgent.create(0, random_batches(rng, (), cfg, 2), agent_config)
+    single = mqe.Agent.create(0, random_batches(rng, (), cfg, 2), agent_config)
     scan_batches = random_batches(rng, (cfg.scan,), cfg, b)
     one, one_queued = time_dispatch(lambda a, x: a.update_many(x), single, scan_batches, cfg)
 
@@ -102,11 +100,11 @@ def measure(agent_config: mqe.MQEConfig, cfg: BenchConfig) -> dict[str, float]:
     }
 
 
-def loss_difference(reference: mqe.MQEConfig, variant: mqe.MQEConfig, cfg: BenchConfig) -> float:
+def loss_difference(reference: mqe.Config, variant: mqe.Config, cfg: BenchConfig) -> float:
     """Largest relative difference of the losses of `variant` from those of `reference`."""
     rng = np.random.default_rng(1)
     batch = random_batches(rng, (), cfg, reference.batch_size)
-    agent = mqe.MQEAgent.create(0, batch, reference)
+    agent = mqe.Agent.create(0, batch, reference)
     infos = []
     for config in (reference, variant):
         a = agent.replace(config=config)
@@ -118,16 +116,14 @@ def loss_difference(reference: mqe.MQEConfig, variant: mqe.MQEConfig, cfg: Bench
 BASELINE = "naive f32 (baseline)"
 
 
-def variant_configs(cfg: BenchConfig, platform: str) -> dict[str, mqe.MQEConfig]:
+def variant_configs(cfg: BenchConfig) -> dict[str, mqe.Config]:
     """The measured configurations by name, the baseline first: the plain step (naive pairwise MRN,
-    float32 matmuls, Adam per parameter array), the fused (and on a GPU the Pallas) pairwise MRN at each
+    float32 matmuls, Adam per parameter array), the fused pairwise MRN at each
     precision, and each `--variants` override on the fused step; a bad override exits with its error."""
     base = mqe.get_config(cfg.preset)
     variants = {BASELINE: dataclasses.replace(base, pairwise="naive", matmul_precision="float32", flat_optimizer=False)}
-    kinds = ("fused", "pallas") if (cfg.pallas if cfg.pallas is not None else platform == "gpu") else ("fused",)
-    for kind in kinds:
-        for precision in cfg.precisions:
-            variants[f"{kind} {precision}"] = dataclasses.replace(base, pairwise=kind, matmul_precision=precision)
+    for precision in cfg.precisions:
+        variants[f"fused {precision}"] = dataclasses.replace(base, pairwise="fused", matmul_precision=precision)
     for override in cfg.variants:
         for precision in cfg.precisions:
             variants[f"{override} {precision}"] = overridden(variants[f"fused {precision}"], tuple(override.split()),
@@ -135,10 +131,10 @@ def variant_configs(cfg: BenchConfig, platform: str) -> dict[str, mqe.MQEConfig]
     return variants
 
 
-def overridden(config: mqe.MQEConfig, overrides: tuple[str, ...], flag: str) -> mqe.MQEConfig:
+def overridden(config: mqe.Config, overrides: tuple[str, ...], flag: str) -> mqe.Config:
     """`config` with key=value `overrides`; a bad one exits with its error, prefixed by `flag`."""
     try:
-        return registry.apply_overrides(config, overrides)
+        return apply_overrides(config, overrides)
     except (ValueError, TypeError) as e:
         raise SystemExit(f"{flag}: {e}") from None
 
@@ -151,7 +147,7 @@ def main(cfg: BenchConfig) -> None:
         f"preset {cfg.preset}: batch {base.batch_size}, latent {base.latent_dim}, "
         f"hidden {tuple(base.critic_hidden_dims)}, {cfg.scan} updates per dispatch"
     )
-    variants = variant_configs(cfg, device.platform)
+    variants = variant_configs(cfg)
     naive = variants[BASELINE]
     print(f"{'variant':<24}{'1 seed steps/s':>16}{'ratio':>8}{f'{cfg.seeds} seeds seed-steps/s':>26}{'ratio':>8}"
           f"{'max rel. loss diff':>20}{'queued: 1 seed':>16}{f'{cfg.seeds} seeds':>10}")
@@ -159,7 +155,7 @@ def main(cfg: BenchConfig) -> None:
     for name, variant in variants.items():
         try:
             r = measure(variant, cfg)
-        except Exception as e:  # noqa: BLE001 - e.g. Pallas failing to compile: report it, run the rest
+        except Exception as e:  # noqa: BLE001 - e.g. a variant failing to compile: report it, run the rest
             print(f"{name:<24}failed: {type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}")
             continue
         report[f"{name}: 1 seed steps/s"] = r["steps_per_s"]

@@ -46,7 +46,7 @@ class BenchConfig:
     length: int = 50  # steps per trajectory
     image_size: int | None = None  # px, images resized to this for training (the demo: 64); None keeps 128
     bare_only: bool = False  # measure only the bare update (no loop)
-    json: Path | None = None  # also write the figures (steps/s, scaling ratios) here, e.g. for benchmarks.xla_flags
+    json: Path | None = None  # also write the figures (steps/s, scaling ratios) here
 
 
 def write_data(root: Path, cfg: BenchConfig, images: bool) -> Path:
@@ -94,7 +94,7 @@ def bare_rate(cfg: BenchConfig, data: Path, devices: int = 1, iters: int = 10,
         run = dataclasses.replace(run, set=(f"batch_size={batch}",))
     setup = train.prepare_run(run)
     parallel = DataParallel(devices)
-    sampler = registry.make_sampler(cfg.agent, setup.data.dataset, setup.agent_config)
+    sampler = registry.get(cfg.agent).make_sampler(setup.data.dataset, setup.agent_config)
     stream = BatchStream(sampler, setup.agent_config.batch_size, 0, 1, parallel)
     batches = next(iter(stream([(0, cfg.updates_per_dispatch)])))[2]
     agent = parallel.replicate(train.create_agent(run, setup, sampler.sample(np.random.default_rng(0), 2)))

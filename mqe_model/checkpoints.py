@@ -57,7 +57,7 @@ def build_metadata(
     return {
         "schema_version": SCHEMA_VERSION,
         "agent": agent,  # 'mqe' | 'gcbc' | 'gciql'
-        "config": config,  # the agent config, round-trips with registry.config_from_json
+        "config": config,  # the agent config, round-trips with agents.configs.config_from_json
         "step": step,  # updates done
         "action_stats": action_stats,  # normalization.ActionStats.to_json()
         "image": image,  # None for states, else {"height", "width", "resize"}

@@ -71,8 +71,8 @@ def start_backend_on_one_core() -> None:
 
     Every thread gets the cores back, not only this one: a thread started while the process was
     narrowed keeps that one core, and XLA runs its computations on such threads. With only the main
-    thread restored, all the workers of a machine computed their policies on its first core (the
-    tenth session's scene-play evaluations ran ~10x slower than planned)."""
+    thread restored, all the workers of a machine computed their policies on its first core (scene-play
+    evaluations on a 64-CPU machine ran ~10x slower than planned)."""
     import jax
 
     def first_run() -> None:  # a first compilation and run: the compiler's and the runtime's pools start lazily
@@ -112,25 +112,24 @@ def make_env(env_name: str) -> Any:
 
 
 @functools.lru_cache(maxsize=4)
-def compiled_policy(agent: str, spec: str, selection: Any = None) -> tuple[Callable, Callable]:
+def compiled_policy(agent: str, spec: str, sampling: Any = None) -> tuple[Callable, Callable]:
     """The jitted (goal encoder, deterministic act) of an agent with this JSON config and action
-    statistics (with a `registry.CriticSelection`, the critic picks the action; with a
-    `registry.ActionSampling`, the act samples and takes a noise argument). Cached: a worker
+    statistics (with a `policy.ActionSampling`, the act samples and takes a noise argument). Cached: a worker
     runs many jobs of one run, and the compilations would otherwise be repeated for each."""
     import jax
 
-    from mqe_model.agents import registry
+    from mqe_model.agents.configs import config_from_json
     from mqe_model.data.normalization import ActionStats
     from mqe_model.policy import inference_fns
 
     fields = json.loads(spec)
-    config = registry.config_from_json(agent, fields["config"])
-    encode_goals, act = inference_fns(agent, config, ActionStats.from_json(fields["action_stats"]), selection)
+    config = config_from_json(agent, fields["config"])
+    encode_goals, act = inference_fns(agent, config, ActionStats.from_json(fields["action_stats"]), sampling)
     return jax.jit(encode_goals), jax.jit(act)
 
 
 def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metadata: dict[str, Any],
-                  params: Any, seed: int, first_episode: int = 0, selection: Any = None) -> dict[str, float]:
+                  params: Any, seed: int, first_episode: int = 0, sampling: Any = None) -> dict[str, float]:
     """Success rate and mean episode length of the policy on one task (runs in a worker), over
     episodes `first_episode` .. `first_episode + episodes - 1`: a task's episodes can be split into
     several jobs, each episode seeded by its index (`reset_episode` says how far that fixes it).
@@ -141,10 +140,9 @@ def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metada
     environment runs them in turn. Either way episode `i` is seeded alike, so the results agree.
     """
     from mqe_client.images import preprocess_image
-    from mqe_model.agents.registry import ActionSampling
 
     encode, policy = compiled_policy(agent, json.dumps({key: metadata[key] for key in ("config", "action_stats")},
-                                                       sort_keys=True), selection)
+                                                       sort_keys=True), sampling)
     image = metadata.get("image")
     prepare = (lambda x: np.asarray(x, np.float32)) if image is None else (  # noqa: E731
         lambda x: preprocess_image(np.asarray(x), image["height"], image["width"], image["resize"]))
@@ -154,7 +152,6 @@ def evaluate_task(env_name: str, task_id: int, episodes: int, agent: str, metada
     envs += [make_env(env_name) for _ in range(width - 1)]
     successes, lengths = np.zeros(episodes), np.zeros(episodes)
     end_distances = np.full(episodes, np.nan)  # the critic's distance to the goal at the last step (MQE)
-    sampling = isinstance(selection, ActionSampling)
     noise = np.zeros((width, len(metadata["action_stats"]["low"])), np.float32)
     for first in range(0, episodes, width):
         wave = list(range(first, min(first + width, episodes)))
@@ -295,10 +292,10 @@ class OGBenchEvaluator:
     it are logged as failed and listed in `failed`, and later ones get fresh workers, so training
     goes on."""
 
-    def __init__(self, env_name: str, episodes: int, workers: int, seed: int = 0, selection: Any = None):
+    def __init__(self, env_name: str, episodes: int, workers: int, seed: int = 0, sampling: Any = None):
         make_env(env_name)  # fail now, with one line, if OGBench or the environment is missing
         self.env_name, self.episodes, self.seed, self.workers = env_name, episodes, seed, max(1, workers)
-        self.selection = selection  # a registry.CriticSelection or ActionSampling (diagnostic); None: the mean
+        self.sampling = sampling  # a policy.ActionSampling: actions sampled; None: the policy's mean
         self._pool = evaluation_pool(workers)
         # per evaluation: its step, the pool it runs in, and its jobs
         self._pending: list[tuple[int, concurrent.futures.ProcessPoolExecutor, Jobs]] = []
@@ -317,7 +314,7 @@ class OGBenchEvaluator:
 
         def submit_all() -> Jobs:
             return [[[self._pool.submit(evaluate_task, self.env_name, task, count, agent, metadata, seed_params,
-                                        self.seed, first, self.selection) for first, count in chunks]
+                                        self.seed, first, self.sampling) for first, count in chunks]
                      for task in range(1, NUM_TASKS + 1)]
                     for seed_params in per_seed]
 

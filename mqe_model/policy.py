@@ -27,12 +27,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from mqe_model import checkpoints
-from mqe_model.agents import registry
+from mqe_model.agents import mqe, registry
+from mqe_model.agents.configs import config_from_json
 from mqe_model.checkpoints import CheckpointError
 from mqe_model.data.normalization import ActionStats
-from mqe_model.networks.encoders import CONV_LOWERINGS
+from mqe_model.networks import serving
+from mqe_model.networks.encoders import CONV_LOWERINGS, with_kernels_in_compute_dtype
 
 logger = logging.getLogger(__name__)
+
+# encode_goals(params, goals) -> goal codes: what the act function needs of each goal, computed once
+GoalFn = Callable[[Any, jax.Array], jax.Array]
+# act(params, observations, codes) -> (actions in robot units, distance in steps or NaN)
+ActFn = Callable[[Any, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
 
 
 def params_fingerprint(params: Any, config_json: dict[str, Any], action_stats: dict[str, Any]) -> str:
@@ -75,7 +82,7 @@ class Policy:
     @property
     def has_distance(self) -> bool:
         """Whether `act_fn` answers a temporal distance (MQE) rather than NaN."""
-        return registry.spec(self.agent_name).has_distance
+        return registry.get(self.agent_name).HAS_DISTANCE
 
     @property
     def step(self) -> int:
@@ -83,31 +90,72 @@ class Policy:
         return int(self.metadata["step"])
 
 
-def inference_fns(agent: str, config: Any, stats: ActionStats,
-                  selection: registry.CriticSelection | registry.ActionSampling | None = None
-                  ) -> tuple[registry.GoalFn, Callable[..., tuple[jax.Array, jax.Array]]]:
+@dataclasses.dataclass(frozen=True)
+class ActionSampling:
+    """Evaluate the Gaussian policy sampled instead of its mean: clip(mean + temperature * std *
+    noise, -1, 1) with noise ~ N(0, I) drawn by the caller, as OGBench's `sample_actions` at this
+    temperature. The paper's appendix says its OGBench policies sample at inference; OGBench's own
+    protocol scores the mean (temperature 0)."""
+
+    temperature: float  # scale of the actor's std (> 0)
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ValueError(f"action sampling needs a temperature > 0, got {self.temperature}")
+
+
+def inference_fns(agent: str, config: Any, stats: ActionStats, sampling: ActionSampling | None = None
+                  ) -> tuple[GoalFn, Callable[..., tuple[jax.Array, jax.Array]]]:
     """`goal_fn(params, goals) -> codes` and `act_coded_fn(params, observations, codes) ->
     (actions in robot units, distance in steps or NaN)`: the agent's inference functions with the
-    checkpoint's un-normalization applied. With `selection`, a diagnostic action rule: a
-    `registry.CriticSelection` (MQE only) lets the critic pick the action; a `registry.ActionSampling`
-    samples the policy, and `act_coded_fn` then takes a standard normal noise (rows, A) fourth."""
-    if selection is None:
-        goal_fn, normalized_act = registry.make_goal_and_act_fns(agent, config, stats.dim)
-    elif isinstance(selection, registry.ActionSampling):
-        goal_fn, normalized_act = registry.make_sampled_fns(agent, config, stats.dim, selection)
-    elif agent != "mqe":
-        raise ValueError(f"critic selection needs an MQE policy (a quasimetric critic); this one is {agent!r}")
-    else:
-        goal_fn, normalized_act = registry.make_critic_selected_fns(config, stats.dim, selection)
-    return goal_fn, _in_robot_units(normalized_act, stats)
+    checkpoint's un-normalization applied. With `sampling`, the act samples the policy and takes a
+    standard normal noise (rows, A) fourth, so the caller owns the randomness (one generator per
+    episode makes an evaluation independent of how its episodes are batched)."""
+    module = registry.get(agent)
+    if sampling is None:
+        goal_fn, normalized_act = module.inference_fns(config, stats.dim)
+        return goal_fn, _in_robot_units(normalized_act, stats)
+    goal_fn, act_mean = module.inference_fns(config, stats.dim, clip=False)
+    scale = sampling.temperature * config.actor_std
+
+    def act_sampled(params: Any, observations: jax.Array, codes: jax.Array, noise: jax.Array
+                    ) -> tuple[jax.Array, jax.Array]:
+        mean, distance = act_mean(params, observations, codes)
+        return mean + scale * noise, distance
+
+    return goal_fn, _in_robot_units(act_sampled, stats)
+
+
+def encoder_arrangements(agent: str, config: Any) -> tuple[str, ...]:
+    """The `serving_fns` encoder arrangements that apply to a policy (`networks.serving`): 'separate'
+    always; 'stacked' and 'twin' only for image MQE, whose two encoders see the same image."""
+    return serving.encoder_arrangements(config.encoder) if agent == "mqe" else ("separate",)
 
 
 def serving_fns(agent: str, config: Any, stats: ActionStats, encoders: str = "separate", conv: str = "xla"
-                ) -> tuple[Callable[[Any], Any], registry.GoalFn, registry.ActFn]:
+                ) -> tuple[Callable[[Any], Any], GoalFn, ActFn]:
     """`(prepare, goal_fn, act_coded_fn)`: `inference_fns` over `prepare(params)`, the layout a server
-    keeps on its device (`registry.make_serving_fns`; with `encoders` 'stacked' or 'twin' image MQE
-    runs its two encoders as one network), its convolutions computed as `conv` says (`with_conv`)."""
-    prepare, goal_fn, normalized_act = registry.make_serving_fns(agent, with_conv(config, conv), stats.dim, encoders)
+    keeps on its device: with `encoders` 'stacked' or 'twin' image MQE runs its two encoders as one
+    network (`networks.serving`), its convolutions computed as `conv` says (`with_conv`). Either way
+    `prepare` casts the convolution kernels of a bf16 encoder to bf16 once
+    (`encoders.with_kernels_in_compute_dtype`: the numbers each call would cast them to)."""
+    if encoders not in (applicable := encoder_arrangements(agent, config)):
+        raise ValueError(f"encoders={encoders!r} does not apply to this {agent} policy; choose one of "
+                         f"{list(applicable)}")
+    config = with_conv(config, conv)
+
+    def cast(params: Any) -> Any:
+        return with_kernels_in_compute_dtype(params, config.encoder)
+
+    if encoders == "separate":
+        goal_fn, normalized_act = registry.get(agent).inference_fns(config, stats.dim)
+        return cast, goal_fn, _in_robot_units(normalized_act, stats)
+
+    def prepare(params: Any) -> Any:
+        return cast(serving.stack_encoders(params, config.encoder, twin=encoders == "twin"))
+
+    goal_fn, normalized_act = mqe.inference_fns(
+        config, stats.dim, encode_both=lambda params, x: serving.encode_stacked(params, x, config.encoder))
     return prepare, goal_fn, _in_robot_units(normalized_act, stats)
 
 
@@ -143,7 +191,7 @@ def load_policy(checkpoint_dir: str | Path, seed_index: int = 0) -> Policy:
     where = step_dir / checkpoints.METADATA_FILE
     name = metadata["agent"]
     try:
-        config = registry.config_from_json(name, metadata["config"])
+        config = config_from_json(name, metadata["config"])
         stats = ActionStats.from_json(metadata["action_stats"])
     except (ValueError, TypeError) as e:
         raise CheckpointError(f"{where}: {e}") from None

@@ -11,8 +11,7 @@ Two ways to evaluate it:
   materialising the (..., B, C, D) difference tensor: the symmetric part is a matrix product
   (|x|^2 + |y|^2 - 2 x.y, both sets first moved by the mean of y, which leaves it unchanged) and
   the asymmetric part a running maximum that keeps only the int8 arg-max of each pair for a
-  hand-written backward pass;
-- `mrn_pairwise_pallas(x, y)`: the same, with that maximum in tiled Pallas kernels (GPU).
+  hand-written backward pass.
 """
 
 from __future__ import annotations
@@ -107,12 +106,14 @@ def _pairwise_max_diff_bwd(res, g):
 _pairwise_max_diff.defvjp(_pairwise_max_diff_fwd, _pairwise_max_diff_bwd)
 
 
-def _mrn_pairwise(x: jax.Array, y: jax.Array, num_components: int, max_diff) -> jax.Array:
+@functools.partial(jax.jit, static_argnames=("num_components",))
+def mrn_pairwise(x: jax.Array, y: jax.Array, num_components: int = 8) -> jax.Array:
+    """All-pairs MRN distance, (..., B, D) x (..., C, D) -> (..., B, C), memory-lean (see module doc)."""
     y = replicated_in_mesh(y)  # data-parallel: each device pairs its rows with all of y
     x_asym, x_sym = _split(x, num_components)
     y_asym, y_sym = _split(y, num_components)
     # Everything below is laid out (..., components, B, C) so the last axis is the second set.
-    asym = jax.nn.relu(max_diff(x_asym, y_asym))
+    asym = jax.nn.relu(_pairwise_max_diff(x_asym, y_asym))
     # |x - y|^2 is the same about any centre. About y's mean the squares below stay as small as the
     # sets' spread, where about the origin a common offset m costs float32 ~m^2 * 1e-7 of
     # cancellation per pair (an offset of 1000 turns a 10-step distance into 0-20 steps).
@@ -127,31 +128,3 @@ def _mrn_pairwise(x: jax.Array, y: jax.Array, num_components: int, max_diff) -> 
     # Rounding can push |x - y|^2 slightly below zero when x is close to y.
     sym = jnp.sqrt(jnp.maximum(sq - 2.0 * cross, 0.0) + EPS)
     return jnp.mean(asym + sym, axis=-3) / math.sqrt(x.shape[-1])
-
-
-@functools.partial(jax.jit, static_argnames=("num_components",))
-def mrn_pairwise(x: jax.Array, y: jax.Array, num_components: int = 8) -> jax.Array:
-    """All-pairs MRN distance, (..., B, D) x (..., C, D) -> (..., B, C), memory-lean (see module doc)."""
-    return _mrn_pairwise(x, y, num_components, _pairwise_max_diff)
-
-
-def _pallas_max_diff(xa: jax.Array, ya: jax.Array) -> jax.Array:
-    """`_pairwise_max_diff` through `pallas_max` where the shapes fit its tiles, else XLA's."""
-    from mqe_model import pallas_max  # Pallas costs ~25 ms to import; only this path needs it
-
-    rows, cols, width = xa.shape[-3], ya.shape[-3], xa.shape[-1]
-    if not pallas_max.supported(rows, cols, width):
-        return _pairwise_max_diff(xa, ya)
-    xs, ys = jnp.moveaxis(xa, -2, -3), jnp.moveaxis(ya, -2, -3)  # (..., components, rows, width)
-    lead = jnp.broadcast_shapes(xs.shape[:-2], ys.shape[:-2])
-    xs = jnp.broadcast_to(xs, (*lead, rows, width)).reshape(-1, rows, width)
-    ys = jnp.broadcast_to(ys, (*lead, cols, width)).reshape(-1, cols, width)
-    return pallas_max.pairwise_max_diff(xs, ys).reshape(*lead, rows, cols)
-
-
-@functools.partial(jax.jit, static_argnames=("num_components",))
-def mrn_pairwise_pallas(x: jax.Array, y: jax.Array, num_components: int = 8) -> jax.Array:
-    """`mrn_pairwise` with the asymmetric maximum in tiled Pallas kernels (`mqe_model.pallas_max`);
-    shapes that do not fit their power-of-two tiles fall back to `mrn_pairwise`'s maximum. For one
-    device: a multi-device mesh cannot split the kernels."""
-    return _mrn_pairwise(x, y, num_components, _pallas_max_diff)

@@ -26,6 +26,7 @@ import tyro
 
 from mqe_model import checkpoints
 from mqe_model.agents import registry
+from mqe_model.agents.configs import apply_overrides, config_from_json, config_to_json
 from mqe_model.batches import BatchStream, plan_chunks
 from mqe_model.checkpoints import CheckpointError
 from mqe_model.cli_logging import setup_logging
@@ -45,6 +46,8 @@ from mqe_model.parallel import DataParallel, maybe_initialize_distributed
 logger = logging.getLogger(__name__)
 
 RUN_FILES = ("checkpoints", METRICS_FILE, TRAINED_FILE, "tensorboard")  # what --overwrite removes, nothing else
+# Batch fields that hold observations (images are augmented in all of them with one transform).
+IMAGE_KEYS = ("observations", "next_observations", "goals", "waypoints", "actor_goals", "value_goals")
 
 
 class RunError(ValueError):
@@ -115,9 +118,9 @@ class RunSetup:
 
 def resolve_agent_config(cfg: TrainConfig) -> Any:
     """The agent config from `--agent`, `--preset` and `--set`."""
-    spec = registry.spec(cfg.agent)
+    module = registry.get(cfg.agent)
     try:
-        return registry.apply_overrides(spec.get_config(cfg.preset), cfg.set)
+        return apply_overrides(module.get_config(cfg.preset), cfg.set)
     except (ValueError, TypeError) as e:
         raise RunError(str(e)) from None
 
@@ -144,9 +147,9 @@ def prepare_run(cfg: TrainConfig) -> RunSetup:
         if metadata["agent"] != cfg.agent:
             raise CheckpointError(f"{where}: the run in {cfg.workdir} trains {metadata['agent']!r}, "
                                   f"not --agent {cfg.agent}; pass --agent {metadata['agent']}")
-        wanted = registry.config_to_json(agent_config)
+        wanted = config_to_json(agent_config)
         try:  # fields newer than the run take their defaults, which reproduce what the older code did
-            saved = registry.config_to_json(registry.config_from_json(cfg.agent, metadata["config"]))
+            saved = config_to_json(config_from_json(cfg.agent, metadata["config"]))
         except (ValueError, TypeError) as e:
             raise CheckpointError(f"{where}: {e}; this run was written by a newer mqe_model") from None
         diff = sorted(k for k in wanted if saved[k] != wanted[k])
@@ -194,7 +197,7 @@ def make_train_step(kind: str, prob: float, num_seeds: int, mesh: Any = None):
 
     def one_update(agent: Any, batch: dict, aug_key: jax.Array) -> tuple[Any, dict]:
         key = jax.random.fold_in(aug_key, agent.step)
-        batch = augment_batch(key, batch, registry.IMAGE_KEYS, kind, prob)
+        batch = augment_batch(key, batch, IMAGE_KEYS, kind, prob)
         return agent._update(batch)
 
     update = jax.vmap(one_update) if num_seeds > 1 else one_update
@@ -221,7 +224,7 @@ def crosses(start: int, end: int, every: int) -> bool:
 
 def create_agent(cfg: TrainConfig, setup: RunSetup, example: dict[str, np.ndarray]) -> Any:
     """A fresh agent (or `num_seeds` of them stacked on a leading axis)."""
-    agent_class = registry.spec(cfg.agent).agent_class
+    agent_class = registry.get(cfg.agent).Agent
     agents = [agent_class.create(cfg.seed + i, example, setup.agent_config) for i in range(cfg.num_seeds)]
     if cfg.num_seeds == 1:
         return agents[0]
@@ -267,7 +270,7 @@ def train(cfg: TrainConfig, setup: RunSetup) -> Any:
         parallel.check_batch_size(batch_size)
     except ValueError as e:
         raise RunError(str(e)) from None
-    sampler = registry.make_sampler(cfg.agent, setup.data.dataset, setup.agent_config)
+    sampler = registry.get(cfg.agent).make_sampler(setup.data.dataset, setup.agent_config)
     example = sampler.sample(np.random.default_rng(0), 2)
     agent = parallel.replicate(create_agent(cfg, setup, example))
     primary = jax.process_index() == 0
@@ -290,7 +293,7 @@ def train(cfg: TrainConfig, setup: RunSetup) -> Any:
 
     data = setup.data
     metadata = lambda step: checkpoints.build_metadata(  # noqa: E731
-        agent=cfg.agent, config=registry.config_to_json(setup.agent_config), step=step,
+        agent=cfg.agent, config=config_to_json(setup.agent_config), step=step,
         action_stats=data.action_stats.to_json(), image=data.image, observation=data.observation,
         dataset=data.info, num_seeds=cfg.num_seeds,
         train={k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(cfg).items()})

@@ -223,7 +223,7 @@ Endpoint = Callable[[Request], Any]  # async (Request) -> Response
 class ServeApp(FastAPI):
     """FastAPI, with the robots' POSTs (`direct_posts`: path -> endpoint) answered without the middleware
     stack and the router: five layers of ASGI calls a request, ~0.2 ms of a one-robot round trip at 5 Hz
-    on this project's CPU VM (docs/benchmarks.md, "The robots' POSTs past the middleware stack"). They
+    on this project's CPU VM (docs/performance.md, `benchmarks/request_overhead.py`). They
     keep what those layers give them: the same error answers (`protocol_error_response`,
     `fault_response`) and the request counter.
     """
@@ -306,7 +306,7 @@ def create_app(settings: ServeSettings, loader: Loader = load_runtimes) -> Serve
     # ------------------------------------------------------------------ goals and actions
     # Plain Starlette routes, registered first (a request tries the routes in order): FastAPI's
     # route adds parameter solving we never use, ~0.15 ms per request on an idle server
-    # (docs/benchmarks.md, "Request overhead outside the model"). Errors still go through the
+    # (docs/performance.md, `benchmarks/server_cpu.py`). Errors still go through the
     # exception handlers above, and the request counter sees every answer.
 
     async def off_loop_if_large(size: int, fn: Callable[[], Any]) -> Any:

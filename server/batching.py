@@ -9,7 +9,7 @@ precompiled batch per policy.
 
 A keeper reruns the last request's act while the worker waits and throws the answer away: a lone
 robot's act after ~10 ms of idleness is 1.5-2x slower than back to back (the host's caches go cold,
-docs/benchmarks.md, issue 6). It runs every `keep_warm_ms`, for at most `keep_warm_for_s` after the
+docs/performance.md). It runs every `keep_warm_ms`, for at most `keep_warm_for_s` after the
 last request: on an H200 one robot's served round trip at 5 Hz was 0.81-0.86x with it every 5 ms. (A
 keeper run once per request, timed to end just before a steady robot's next request was due, measured
 slower there and was removed.) A request that arrives during a keeper's act waits for it to finish.
@@ -17,7 +17,7 @@ slower there and was removed.) A request that arrives during a keeper's act wait
 With `inline`, a lone request (no other queued or on its way, none arrived in the `LONE_GAP_S`
 before it, the device idle) runs its act on the calling thread, the event loop's, through
 `try_inline`: it skips the hand-off to the worker and the wake-up of the loop after it, two thread
-switches that cost 0.2-0.4 ms at 5 Hz (docs/benchmarks.md, issue 6); the loop is blocked for that act,
+switches that cost 0.2-0.4 ms at 5 Hz (docs/performance.md); the loop is blocked for that act,
 so requests that arrive meanwhile are read after it. The gap rule is what keeps a crowd off that path:
 requests that came in during an inline act are not yet announced when the next one is decided (the
 loop had not read them), so without it 100 robots on an H200 were all acted inline, one by one, and

@@ -31,10 +31,11 @@ def write_random_checkpoint(workdir: Path, agent: str = "mqe", preset: str = "br
     """
     from mqe_model import checkpoints
     from mqe_model.agents import registry
+    from mqe_model.agents.configs import apply_overrides, config_to_json
     from mqe_model.data.normalization import ActionStats
 
-    spec = registry.spec(agent)
-    config = registry.apply_overrides(spec.get_config(preset), overrides)
+    module = registry.get(agent)
+    config = apply_overrides(module.get_config(preset), overrides)
     if image_size is not None and config.encoder is None:
         raise ValueError(f"preset {preset!r} of {agent} has no image encoder: write a state policy "
                          "(image size 0) or add an encoder, e.g. --set encoder=impala_tiny")
@@ -49,9 +50,9 @@ def write_random_checkpoint(workdir: Path, agent: str = "mqe", preset: str = "br
     stats = ActionStats(mean=tuple((a + b) / 2 for a, b in zip(low, high, strict=True)),
                         std=tuple((b - a) / 4 for a, b in zip(low, high, strict=True)), low=low, high=high)
     example = {"observations": obs, "actions": np.zeros((2, action_dim), np.float32)}
-    agent_state = spec.agent_class.create(seed, example, config)
+    agent_state = module.Agent.create(seed, example, config)
     metadata = checkpoints.build_metadata(
-        agent=agent, config=registry.config_to_json(config), step=0, action_stats=stats.to_json(),
+        agent=agent, config=config_to_json(config), step=0, action_stats=stats.to_json(),
         image=image, observation={"shape": list(obs.shape[1:]), "dtype": str(obs.dtype)},
         dataset={"path": None, "format": "random-init", "fingerprint": None, "num_transitions": 0,
                  "action_names": list(WIDOWX_ACTION_NAMES) if action_dim == 7 else None,

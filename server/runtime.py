@@ -32,8 +32,8 @@ from jax.experimental.layout import Format, Layout
 
 from mqe_client.images import preprocess_image
 from mqe_client.protocol import ErrorCode, ProtocolError
-from mqe_model.agents.registry import ENCODER_ARRANGEMENTS, encoder_arrangements
-from mqe_model.policy import Policy, load_policy, serving_fns
+from mqe_model.networks.serving import ENCODER_ARRANGEMENTS
+from mqe_model.policy import Policy, encoder_arrangements, load_policy, serving_fns
 from server.settings import DEFAULT_BUCKETS
 
 logger = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ class PolicyRuntime:
              conv: str = "xla", host_io: bool = False) -> PolicyRuntime:
         """Load a checkpoint, compile the act function for every bucket and warm it up.
 
-        `encoders` (`registry.ENCODER_ARRANGEMENTS`) is a wish that each policy meets as far as it can:
+        `encoders` (`networks.serving.ENCODER_ARRANGEMENTS`) is a wish that each policy meets as far as it can:
         a policy without two image encoders serves them 'separate', and one whose encoder has no twin
         (impala) serves 'twin' as 'stacked'.
 
@@ -132,7 +132,7 @@ class PolicyRuntime:
         every other executable is compiled for that same layout. Row-major weights make XLA
         re-lay out each convolution filter (HWIO to the KRSC order cuDNN reads) on every call: a
         ResNet-34 act ran ~46 such kernels per step, each fused with the filter's bf16 conversion,
-        which the serving `prepare` now also does once (`docs/benchmarks.md`, issue 6).
+        which the serving `prepare` now also does once (`docs/performance.md`).
 
         `conv` ('xla' or 'matmul', `policy.with_conv`): with 'matmul' an image policy's act holds no
         convolution op, only slices and matmuls, which XLA's CUDA graphs can take whole.
@@ -335,13 +335,13 @@ class PolicyRuntime:
         """`observations` where the compiled act takes them: as they are for the device (the call copies
         them there), put in pinned host memory first with `host_io`: on an H200 the act compiled for
         pinned host frames ran load's warm-up on a NumPy frame, then refused one on the next call, which
-        had put it in device memory ('unexpected memory space', `docs/benchmarks.md`, issue 6)."""
+        had put it in device memory ('unexpected memory space', `docs/performance.md`)."""
         return jax.device_put(observations, self._frames_at) if self.host_io else observations
 
     def _device_codes(self, codes: np.ndarray) -> Any:
         """`codes` on the device, copied there only when they differ from the last act's: a lone robot
         sends the same goal's codes on every step of an episode, and each host-to-device copy is a step
-        of the act that slows after the server has idled (`docs/benchmarks.md`, issue 6). The pair is
+        of the act that slows after the server has idled (`docs/performance.md`). The pair is
         replaced whole, so a concurrent call sees an old or a new pair, never a mixed one."""
         last = self._last_codes
         if last is not None and last[0].shape == codes.shape and np.array_equal(last[0], codes):

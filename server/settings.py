@@ -132,7 +132,7 @@ class ServeSettings:
         (`PolicyRuntime.load`'s `encoders`). auto takes the twin (one ResNet twice as wide; others stack)
         off the CPU: on H200s it was as fast as the stacked act or faster in every run, served 0.79x with
         XLA's convolutions and 0.96x with matmuls (3.97 against 4.13 ms), in-process at 5 Hz 0.85x and 0.89x,
-        at batch 32 0.85-1.02x (docs/benchmarks.md, "Convolutions as matmuls"); stacked encoders were 0.90x
+        at batch 32 0.85-1.02x (docs/performance.md, `benchmarks/act_latency.py`); stacked encoders were 0.90x
         the separate act on an H100. On the CPU XLA's grouped convolutions make stacking slow (1.41x):
         auto keeps the encoders separate there."""
         if self.stack_encoders == "auto":
@@ -145,7 +145,7 @@ class ServeSettings:
         convolutions (twin encoders, 3.97 against 5.41-5.81 ms) and 0.58x (stacked), the batch-32 act at
         5 Hz 0.93x, back to back 1.06x-1.25x, and 100 robots at 5 Hz (batches of ~2) p99 11.4 against 34.7
         ms (old stacked act); XLA's op elsewhere, as on the CPU the two were mixed
-        (docs/benchmarks.md, "Convolutions as matmuls")."""
+        (docs/performance.md, `benchmarks/act_latency.py`)."""
         if self.conv == "auto":
             return "matmul" if platform == "gpu" else "xla"
         return self.conv
@@ -160,7 +160,7 @@ class ServeSettings:
         unless `current` sets that size itself. XLA's default (5) leaves runs of fewer kernels outside CUDA
         graphs, each kernel its own launch; at 1 on an H200 the twin matmul act at 5 Hz was 0.84x in-process,
         one robot's served round trip 0.93x (3.92 against 4.22 ms), 100 robots' p50 4.36 against 5.79 ms and
-        p99 7.72 against 11.39 (docs/benchmarks.md, "CUDA graphs of any size"). The CPU ignores it. XLA reads
+        p99 7.72 against 11.39 (docs/performance.md, `benchmarks/act_latency.py`). The CPU ignores it. XLA reads
         the flags when its first backend starts: set them in the environment before that."""
         if self.cuda_graph_min_size == 0 or GRAPH_MIN_SIZE_FLAG in current:
             return current

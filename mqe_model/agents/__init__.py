@@ -2,6 +2,9 @@
 
 import jax
 
+# REMOVED_FIELDS: a removed field that had no effect on what remains, whatever its value
+ANY_VALUE = object()
+
 
 def scan_updates(agent, batches):
     """Run `agent._update` over the leading axis of `batches` in one lax.scan; info of the last step."""

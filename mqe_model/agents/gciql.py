@@ -11,7 +11,7 @@ channel-wise (early fusion, not shared, as BridgeData V2).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import flax
@@ -21,6 +21,8 @@ import jax.numpy as jnp
 import optax
 
 from mqe_model.agents import scan_updates
+from mqe_model.data.dataset import Dataset
+from mqe_model.data.relabel import RelabelConfig, RelabelSampler
 from mqe_model.data.sampling import check_probability
 from mqe_model.networks.encoders import make_encoder
 from mqe_model.networks.mlp import (
@@ -32,10 +34,12 @@ from mqe_model.networks.mlp import (
 )
 
 Batch = dict[str, jax.Array]
+HAS_DISTANCE = False  # the act answers NaN for the distance: no quasimetric critic
+REMOVED_FIELDS: dict[str, Any] = {}  # config fields older checkpoints may carry (see mqe.REMOVED_FIELDS)
 
 
 @dataclasses.dataclass(frozen=True)
-class GCIQLConfig:
+class Config:
     """Hyperparameters of GCIQL; presets come from `get_config(name)`."""
 
     name: str = "ogbench_state"  # preset this config came from
@@ -86,7 +90,7 @@ class GoalFeatures(nn.Module):
 class Value(nn.Module):
     """V(s, g), one head."""
 
-    config: GCIQLConfig
+    config: Config
 
     @nn.compact
     def __call__(self, observations: jax.Array, goals: jax.Array) -> jax.Array:
@@ -98,7 +102,7 @@ class Value(nn.Module):
 class Critic(nn.Module):
     """Q(s, a, g), two ensemble heads over one encoder: (2, B)."""
 
-    config: GCIQLConfig
+    config: Config
 
     @nn.compact
     def __call__(self, observations: jax.Array, goals: jax.Array, actions: jax.Array) -> jax.Array:
@@ -111,7 +115,7 @@ class Critic(nn.Module):
 class Actor(nn.Module):
     """Policy mean from (observation, goal)."""
 
-    config: GCIQLConfig
+    config: Config
     action_dim: int
 
     @nn.compact
@@ -121,7 +125,7 @@ class Actor(nn.Module):
         return GaussianActorHead(c.actor_hidden_dims, self.action_dim, c.actor_layer_norm)(features)
 
 
-def actor_mean(params: Any, observations: jax.Array, goals: jax.Array, config: GCIQLConfig,
+def actor_mean(params: Any, observations: jax.Array, goals: jax.Array, config: Config,
                action_dim: int) -> jax.Array:
     """The policy mean (unclipped, normalized action units) for inference."""
     return Actor(config, action_dim).apply({"params": params["actor"]}, observations, goals)
@@ -133,7 +137,7 @@ def expectile_loss(diff: jax.Array, expectile: float) -> jax.Array:
     return weight * jnp.square(diff)
 
 
-def losses(params: Any, target_critic: Any, batch: Batch, config: GCIQLConfig) -> tuple[jax.Array, dict]:
+def losses(params: Any, target_critic: Any, batch: Batch, config: Config) -> tuple[jax.Array, dict]:
     """Value + critic + actor losses (each network only gets its own loss's gradient)."""
     c = config
     obs, actions = batch["observations"], batch["actions"]
@@ -158,7 +162,7 @@ def losses(params: Any, target_critic: Any, batch: Batch, config: GCIQLConfig) -
     return value_loss + critic_loss + actor_loss, info
 
 
-def awr_actor_loss(params: Any, frozen: Any, batch: Batch, c: GCIQLConfig) -> tuple[jax.Array, dict]:
+def awr_actor_loss(params: Any, frozen: Any, batch: Batch, c: Config) -> tuple[jax.Array, dict]:
     """Advantage-weighted regression on the actor goals: -mean(min(exp(T (Q - V)), 100) log pi(a))."""
     obs, actions, goals = batch["observations"], batch["actions"], batch["actor_goals"]
     q_pi = jnp.min(Critic(c).apply({"params": frozen["critic"]}, obs, goals, actions), 0)
@@ -170,7 +174,7 @@ def awr_actor_loss(params: Any, frozen: Any, batch: Batch, c: GCIQLConfig) -> tu
                   "actor/mse": jnp.mean(jnp.square(mean - actions))}
 
 
-def ddpgbc_actor_loss(params: Any, frozen: Any, batch: Batch, c: GCIQLConfig) -> tuple[jax.Array, dict]:
+def ddpgbc_actor_loss(params: Any, frozen: Any, batch: Batch, c: Config) -> tuple[jax.Array, dict]:
     """DDPG+BC as OGBench's GCIQL: -mean(q) / stop_grad(mean |q|) - alpha * mean(log pi(a)), with q the
     smaller head of the frozen critic at the clipped policy mean."""
     obs, actions, goals = batch["observations"], batch["actions"], batch["actor_goals"]
@@ -183,14 +187,14 @@ def ddpgbc_actor_loss(params: Any, frozen: Any, batch: Batch, c: GCIQLConfig) ->
                   "actor/mse": jnp.mean(jnp.square(mean - actions))}
 
 
-ACTOR_LOSSES = {"awr": awr_actor_loss, "ddpgbc": ddpgbc_actor_loss}  # GCIQLConfig.actor_loss -> its loss
+ACTOR_LOSSES = {"awr": awr_actor_loss, "ddpgbc": ddpgbc_actor_loss}  # Config.actor_loss -> its loss
 
 
-def _optimizer(config: GCIQLConfig) -> optax.GradientTransformation:
+def _optimizer(config: Config) -> optax.GradientTransformation:
     return optax.adam(config.lr)
 
 
-class GCIQLAgent(flax.struct.PyTreeNode):
+class Agent(flax.struct.PyTreeNode):
     """Immutable GCIQL agent: parameters, target critic, optimizer state, RNG, step, static config."""
 
     params: Any
@@ -198,11 +202,11 @@ class GCIQLAgent(flax.struct.PyTreeNode):
     opt_state: Any
     rng: jax.Array
     step: jax.Array
-    config: GCIQLConfig = flax.struct.field(pytree_node=False)
+    config: Config = flax.struct.field(pytree_node=False)
     action_dim: int = flax.struct.field(pytree_node=False)
 
     @classmethod
-    def create(cls, seed: int, example_batch: dict[str, Any], config: GCIQLConfig) -> GCIQLAgent:
+    def create(cls, seed: int, example_batch: dict[str, Any], config: Config) -> Agent:
         """Initialise parameters from the shapes of `example_batch`."""
         rng, k_value, k_critic, k_actor = jax.random.split(jax.random.PRNGKey(seed), 4)
         obs = jnp.asarray(example_batch["observations"][:1])
@@ -219,7 +223,7 @@ class GCIQLAgent(flax.struct.PyTreeNode):
                    opt_state=_optimizer(config).init(params), rng=rng,
                    step=jnp.zeros((), jnp.int32), config=config, action_dim=action_dim)
 
-    def _update(self, batch: Batch) -> tuple[GCIQLAgent, dict]:
+    def _update(self, batch: Batch) -> tuple[Agent, dict]:
         grads, info = jax.grad(losses, has_aux=True)(self.params, self.target_critic, batch,
                                                      self.config)
         updates, opt_state = _optimizer(self.config).update(grads, self.opt_state, self.params)
@@ -231,12 +235,12 @@ class GCIQLAgent(flax.struct.PyTreeNode):
         return agent, info
 
     @jax.jit
-    def update(self, batch: Batch) -> tuple[GCIQLAgent, dict]:
+    def update(self, batch: Batch) -> tuple[Agent, dict]:
         """One Adam step on value, critic and actor, then the target update."""
         return self._update(batch)
 
     @jax.jit
-    def update_many(self, batches: Batch) -> tuple[GCIQLAgent, dict]:
+    def update_many(self, batches: Batch) -> tuple[Agent, dict]:
         """Several updates in one dispatch over a leading axis of batches (lax.scan)."""
         return scan_updates(self, batches)
 
@@ -248,21 +252,43 @@ class GCIQLAgent(flax.struct.PyTreeNode):
         return sample_gaussian(mean, self.config.actor_std, seed, temperature)
 
 
-def get_config(name: str) -> GCIQLConfig:
+# ----------------------------------------------------------------------------- data and inference
+
+
+def make_sampler(dataset: Dataset, config: Config) -> RelabelSampler:
+    """The batch sampler GCIQL trains on (`data.relabel`)."""
+    return RelabelSampler(dataset, RelabelConfig(True, config.gamma, config.p_current_goal, config.p_trajectory_goal,
+                                           config.p_random_goal, config.actor_p_random_goal))
+
+
+def inference_fns(config: Config, action_dim: int, clip: bool = True
+                  ) -> tuple[Callable[[Any, jax.Array], jax.Array], Callable[..., tuple[jax.Array, jax.Array]]]:
+    """`encode_goals(params, goals) -> codes` and `act(params, observations, codes) -> (normalized actions,
+    NaN)`, the actions clipped to [-1, 1] (with `clip=False`, the raw mean). GCIQL fuses the goal with the
+    observation before its first layer, so a goal's codes are the goal itself."""
+
+    def act(params: Any, observations: jax.Array, goals: jax.Array) -> tuple[jax.Array, jax.Array]:
+        mean = actor_mean(params, observations, goals, config, action_dim)
+        return (jnp.clip(mean, -1.0, 1.0) if clip else mean), jnp.full(observations.shape[:1], jnp.nan, jnp.float32)
+
+    return (lambda params, goals: goals), act
+
+
+def get_config(name: str) -> Config:
     """A named preset: 'ogbench_state', 'ogbench_pixel', 'bridge', 'sim' or 'tiny'."""
     presets = {
-        "ogbench_state": GCIQLConfig(name="ogbench_state"),
-        "ogbench_pixel": GCIQLConfig(name="ogbench_pixel", encoder="impala_small"),
+        "ogbench_state": Config(name="ogbench_state"),
+        "ogbench_pixel": Config(name="ogbench_pixel", encoder="impala_small"),
         # BridgeData V2: gamma 0.98, expectile 0.7, AWR temperature 1, target update 0.002,
         # ResNet-34 with early fusion, MLPs 256^3.
-        "bridge": GCIQLConfig(name="bridge", batch_size=128, value_hidden_dims=(256, 256, 256),
+        "bridge": Config(name="bridge", batch_size=128, value_hidden_dims=(256, 256, 256),
                               actor_hidden_dims=(256, 256, 256), gamma=0.98, expectile=0.7,
                               temperature=1.0, tau=0.002, encoder="resnet34"),
         # The twin's demo baseline: same encoder and widths as MQE's 'sim' preset, Bridge's IQL settings.
-        "sim": GCIQLConfig(name="sim", value_hidden_dims=(256, 256, 256),
+        "sim": Config(name="sim", value_hidden_dims=(256, 256, 256),
                            actor_hidden_dims=(256, 256, 256), gamma=0.98, expectile=0.7,
                            temperature=1.0, tau=0.002, encoder="impala_small"),
-        "tiny": GCIQLConfig(name="tiny", batch_size=64, value_hidden_dims=(64, 64),
+        "tiny": Config(name="tiny", batch_size=64, value_hidden_dims=(64, 64),
                             actor_hidden_dims=(64, 64), gamma=0.95),
     }
     if name not in presets:

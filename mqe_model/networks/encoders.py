@@ -195,7 +195,7 @@ def with_kernels_in_compute_dtype(params: Any, name: str | None) -> Any:
     """`params` (any agent's tree) with every convolution kernel in the compute dtype of the encoder
     `name`, as flax's `nn.Conv(dtype=...)` casts it on each call: the same numbers, cast once. A server
     does this at load; otherwise each act converts every filter of a bf16 ResNet-34 again (on an H200,
-    46 of the act's 429 kernel launches, `docs/benchmarks.md`). Unchanged for float32 encoders."""
+    46 of the act's 429 kernel launches, `docs/performance.md`). Unchanged for float32 encoders."""
     encoder = make_encoder(name)
     dtype = getattr(encoder, "compute_dtype", jnp.float32)
     if dtype == jnp.float32:

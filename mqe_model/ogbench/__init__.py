@@ -1,1 +1,1 @@
-"""OGBench reproduction: offline dataset generation (`mqe-ogbench-data`) and runs (`mqe-ogbench-repro`)."""
+"""OGBench reproduction (`mqe-ogbench`): dataset generation, training runs, evaluation and the table."""

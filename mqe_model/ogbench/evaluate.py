@@ -1,9 +1,8 @@
-"""`mqe-ogbench-eval`: evaluate saved checkpoints with the OGBench protocol, away from the trainer.
+"""`mqe-ogbench eval`: evaluate saved checkpoints with the OGBench protocol, away from the trainer.
 
-    mqe-ogbench-eval runs/ogbench/scene-play-v0/mqe/seed0/checkpoints/1000000 --workers 2
-    mqe-ogbench-eval RUN/checkpoints/800000 RUN/checkpoints/900000 RUN/checkpoints/1000000 --out eval.json
-    mqe-ogbench-eval RUN --critic-candidates 32 --candidate-spread 0.1     # diagnostic, MQE only
-    mqe-ogbench-eval RUN --temperature 0.5                                  # sampled actions, any agent
+    mqe-ogbench eval runs/ogbench/scene-play-v0/mqe/seed0/checkpoints/1000000 --workers 2
+    mqe-ogbench eval RUN/checkpoints/800000 RUN/checkpoints/900000 RUN/checkpoints/1000000 --out eval.json
+    mqe-ogbench eval RUN --temperature 0.5                                  # sampled actions
 
 Each path is a step directory, a checkpoints root or a run directory (its latest step). Every
 checkpoint gets 5 tasks x `--episodes` deterministic episodes (the trainer's evaluation, the same
@@ -11,10 +10,9 @@ episode seeds), all in one pool of `--workers` processes; the mean over the chec
 score when they are a run's last three. Only `params` and the metadata of a step are read, so the
 checkpoints can come from another machine without their optimizer state.
 
-`--critic-candidates N` evaluates a diagnostic MQE policy instead: at each step the critic rates the
-actor's action and N - 1 fixed perturbations of it (`registry.CriticSelection`) and the best is taken.
-Scoring it beside the plain policy asks whether the critic knows better actions than the actor took
-from it. It is not OGBench's protocol, and the report says which policy it scored.
+`--temperature T` scores the policy sampled instead of its mean (`policy.ActionSampling`): the paper's
+appendix says its OGBench policies sample at inference, OGBench's protocol scores the mean. The report
+says which it scored.
 
 The report is written (`--out`, JSON) after each checkpoint finishes, so an interrupted evaluation
 keeps what it finished. Bad input: one line, exit 2.
@@ -29,7 +27,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import numpy as np
 import tyro
@@ -54,9 +52,6 @@ class EvalConfig:
     episodes: int = 50  # episodes per task (OGBench: 50)
     workers: int = 2  # evaluation processes
     seed: int = 0  # episode seeds start here (the trainer uses its --seed)
-    critic_candidates: int = 0  # 0: the actor's action; N >= 2: the critic's best of N (MQE diagnostic)
-    candidate_spread: float = 0.1  # std of the candidates' perturbations, normalized action units
-    candidate_pick: Literal["best", "worst"] = "best"  # the critic's best candidate, or its worst (a control)
     temperature: float = 0.0  # 0: the policy's mean (OGBench's protocol); > 0: actions sampled, std x this
     out: Path | None = None  # JSON report, rewritten after each checkpoint; None: print only
 
@@ -65,26 +60,16 @@ class EvalConfig:
             raise EvalError("give at least one checkpoint path")
         if self.episodes < 1 or self.workers < 1:
             raise EvalError(f"--episodes and --workers must be >= 1, got {self.episodes} and {self.workers}")
-        if self.critic_candidates == 1 or self.critic_candidates < 0:
-            raise EvalError(f"--critic-candidates {self.critic_candidates}: 0 (the actor's action) or >= 2")
-        if self.critic_candidates and not self.candidate_spread > 0:
-            raise EvalError(f"--candidate-spread {self.candidate_spread}: must be > 0")
         if not self.temperature >= 0:
             raise EvalError(f"--temperature {self.temperature}: 0 (the policy's mean) or > 0 (sampled actions)")
-        if self.temperature and self.critic_candidates:
-            raise EvalError("--temperature and --critic-candidates are two different action rules; give one")
 
 
-def load_checkpoint(path: Path, selection: Any) -> tuple[Path, dict[str, Any], Any]:
+def load_checkpoint(path: Path) -> tuple[Path, dict[str, Any], Any]:
     """(step dir, metadata, params) of a path, checked for what the evaluation needs."""
     step_dir = checkpoints.resolve_step_dir(path)
     metadata = checkpoints.read_metadata(step_dir)
     if metadata.get("image") is not None:
         raise EvalError(f"{step_dir}: an image policy; OGBench's state-based environments need a state policy")
-    from mqe_model.agents.registry import CriticSelection
-
-    if isinstance(selection, CriticSelection) and metadata["agent"] != "mqe":
-        raise EvalError(f"{step_dir}: agent {metadata['agent']!r}; --critic-candidates needs an MQE run")
     return step_dir, metadata, checkpoints.restore_params(step_dir)
 
 
@@ -103,11 +88,10 @@ def observation_shape(env_name: str) -> list[int]:
 
 def evaluate(cfg: EvalConfig, command: str = "") -> dict[str, Any]:
     """Evaluate every checkpoint; the report (also written to --out after each one)."""
-    from mqe_model.agents.registry import ActionSampling, CriticSelection
+    from mqe_model.policy import ActionSampling
 
-    selection = (CriticSelection(cfg.critic_candidates, cfg.candidate_spread, cfg.candidate_pick)
-                 if cfg.critic_candidates else ActionSampling(cfg.temperature) if cfg.temperature else None)
-    loaded = [load_checkpoint(path, selection) for path in cfg.paths]
+    sampling = ActionSampling(cfg.temperature) if cfg.temperature else None
+    loaded = [load_checkpoint(path) for path in cfg.paths]
     env_name = environment_of(cfg, loaded[0][1], loaded[0][0])
     shape = observation_shape(env_name)
     for step_dir, metadata, _ in loaded:
@@ -119,10 +103,10 @@ def evaluate(cfg: EvalConfig, command: str = "") -> dict[str, Any]:
                             f"gives {shape}; wrong --env?")
     report: dict[str, Any] = {
         "env": env_name, "episodes_per_task": cfg.episodes, "seed": cfg.seed,
-        "policy": policy_description(selection),
+        "policy": policy_description(sampling),
         "checkpoints": [], "command": command,
     }
-    evaluator = OGBenchEvaluator(env_name, cfg.episodes, cfg.workers, cfg.seed, selection)
+    evaluator = OGBenchEvaluator(env_name, cfg.episodes, cfg.workers, cfg.seed, sampling)
     start = time.perf_counter()
     try:
         for step_dir, metadata, params in loaded:  # one at a time: a failure is then known by its checkpoint
@@ -142,17 +126,12 @@ def evaluate(cfg: EvalConfig, command: str = "") -> dict[str, Any]:
     return report
 
 
-def policy_description(selection: Any) -> str:
+def policy_description(sampling: Any) -> str:
     """Which action rule the report scored, in words."""
-    from mqe_model.agents.registry import ActionSampling
-
-    if selection is None:
+    if sampling is None:
         return "actor (OGBench protocol: deterministic actions)"
-    if isinstance(selection, ActionSampling):
-        return (f"actor sampled at temperature {selection.temperature:g}: clip(mean + {selection.temperature:g} x std x "
-                "noise) (diagnostic, not OGBench's protocol)")
-    return (f"critic's {selection.pick} of {selection.candidates}: the actor's action and {selection.candidates - 1} "
-            f"perturbations, std {selection.spread} (diagnostic, not OGBench's protocol)")
+    return (f"actor sampled at temperature {sampling.temperature:g}: clip(mean + {sampling.temperature:g} x std x "
+            "noise) (not OGBench's protocol)")
 
 
 def checkpoint_entry(step_dir: Path, metadata: dict[str, Any], result: dict[str, float]) -> dict[str, Any]:
@@ -194,18 +173,13 @@ def format_table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Console entry point; returns the exit code (2 for bad input)."""
+def run(cfg: EvalConfig, command: str) -> int:
+    """`mqe-ogbench eval`: evaluate and print the table; the exit code (2 for bad input)."""
     setup_logging(timestamps=False, absl_level=logging.ERROR)
     try:
-        cfg = tyro.cli(EvalConfig, args=argv)
-        report = evaluate(cfg, " ".join(["mqe-ogbench-eval", *(sys.argv[1:] if argv is None else argv)]))
+        report = evaluate(cfg, command)
     except (EvalError, CheckpointError, EvaluationUnavailable) as e:
-        print(f"mqe-ogbench-eval: error: {e}", file=sys.stderr)
+        print(f"mqe-ogbench eval: error: {e}", file=sys.stderr)
         return 2
     print(format_table(report))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
-"""`mqe-ogbench-data`: generate an OGBench state-based dataset locally, with OGBench's own settings.
+"""`mqe-ogbench data`: generate an OGBench state-based dataset locally, with OGBench's own settings.
 
-    mqe-ogbench-data pointmaze-giant-stitch-v0 --out-dir data/ogbench --workers 2
-    mqe-ogbench-data cube-single-play-v0 --episodes 2 --length 60     # a tiny file for a smoke test
+    mqe-ogbench data pointmaze-giant-stitch-v0 --out-dir data/ogbench --workers 2
+    mqe-ogbench data cube-single-play-v0 --episodes 2 --length 60     # a tiny file for a smoke test
 
 Writes `<name>.npz` (training episodes), `<name>-val.npz` (a tenth as many validation episodes),
 both loadable by `ogbench.make_env_and_datasets(name, dataset_path=...)` and `mqe-train --data`,
@@ -252,16 +252,12 @@ def generate(cfg: GenerateConfig) -> dict[str, Path]:
     return paths
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Console entry point; returns the exit code (2 for bad input)."""
+def run(cfg: GenerateConfig, command: str) -> int:
+    """`mqe-ogbench data`: generate the dataset; the exit code (2 for bad input)."""
     setup_logging()
     try:
-        generate(tyro.cli(GenerateConfig, args=argv))
+        generate(cfg)
     except GenerateError as e:
-        print(f"mqe-ogbench-data: error: {e}", file=sys.stderr)
+        print(f"mqe-ogbench data: error: {e}", file=sys.stderr)
         return 2
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """Runs on GPUs: each on a GPU of a list as soon as one is free, and its GPU handed to the next run as
 soon as the run's updates end (`mqe_model.metrics.TRAINED_FILE`), while its evaluations go on on the
-CPUs. Used by `mqe-ogbench-repro` and `mqe-ogbench-ablate`."""
+CPUs. Used by `mqe-ogbench train`."""
 
 from __future__ import annotations
 

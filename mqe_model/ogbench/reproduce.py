@@ -1,12 +1,12 @@
-"""`mqe-ogbench-repro`: one row of the paper's OGBench table, reproduced end to end.
+"""`mqe-ogbench train`: one row of the paper's OGBench table, reproduced end to end.
 
-    mqe-ogbench-repro scene-play-v0 --agent mqe --seeds 0 1 2 3 4 5 6 7
-    mqe-ogbench-repro pointmaze-giant-stitch-v0 --agent gciql --seeds 0 1 2 3
-    mqe-ogbench-repro puzzle-4x4-play-v0 --seeds 0 1 2 3 --vmap-seeds   # one run, 4 seeds at once
-    mqe-ogbench-repro scene-play-v0 --seeds 0 1 2 3 --gpus 0 1 2 3      # 4 runs at once, one per GPU
-    mqe-ogbench-repro scene-play-v0 --seeds 0 1 2 3 --gpus 0 --runs-per-gpu 4   # 4 runs at once on one GPU
+    mqe-ogbench train scene-play-v0 --agent mqe --seeds 0 1 2 3 4 5 6 7
+    mqe-ogbench train pointmaze-giant-stitch-v0 --agent gciql --seeds 0 1 2 3
+    mqe-ogbench train puzzle-4x4-play-v0 --seeds 0 1 2 3 --vmap-seeds   # one run, 4 seeds at once
+    mqe-ogbench train scene-play-v0 --seeds 0 1 2 3 --gpus 0 1 2 3      # 4 runs at once, one per GPU
+    mqe-ogbench train scene-play-v0 --seeds 0 1 2 3 --gpus 0 --runs-per-gpu 4   # 4 runs at once on one GPU
 
-For the dataset it generates the data if missing (`mqe-ogbench-data`, or takes `--data`), trains one
+For the dataset it generates the data if missing (`mqe-ogbench data`, or takes `--data`), trains one
 `mqe-train` run per seed (a subprocess, so the exact command is recorded and re-runnable; MQE gets
 the paper's alpha for the environment; with `--vmap-seeds`, one run trains all seeds at once with
 `jax.vmap`, which costs little more than one seed for the state-based presets), evaluates with OGBench's protocol through mqe-train's
@@ -17,7 +17,7 @@ unfinished runs (`mqe-train --resume`). With `--gpus`, the runs go at once, each
 listed GPUs (`CUDA_VISIBLE_DEVICES`), each writing its output to `<run directory>.log`; with
 `--vmap-seeds` too, the consecutive seeds are split into one vmapped run per GPU. `--runs-per-gpu N`
 lets N runs share each GPU (each with 1/N of its memory); processes on one GPU take turns, so for
-state-based MQE this is slower in total than one run per GPU (docs/benchmarks.md). When there are
+state-based MQE this is slower in total than one run per GPU (docs/performance.md). When there are
 more runs than GPUs, a GPU takes its next run as soon as a run's updates end (`trained.json` in its
 run directory), while that run's last evaluations go on on the CPUs (`--no-handoff`: after them).
 Bad input: one line, exit 2.
@@ -91,8 +91,8 @@ PAPER_RESULTS = {
 # OGBench's published commands for stitch datasets give the value-based agents half their actor goals
 # from random dataset states (`actor_p_trajgoal=0.5 actor_p_randomgoal=0.5`): a stitch trajectory
 # spans ~4 maze cells, so its future states alone never show the actor a goal as far as an evaluation
-# task's. Without it, MQE scored 0% on pointmaze-giant-stitch while its critic ranked geodesic
-# distances well (docs/results/ogbench.md, section 4).
+# task's. Without it, MQE scores 0% on pointmaze-giant-stitch although its critic ranks geodesic
+# distances well.
 STITCH_ACTOR_P_RANDOM_GOAL = 0.5
 STITCH_RANDOM_GOAL_AGENTS = ("mqe", "gciql")
 
@@ -183,7 +183,7 @@ def check_existing_sizes(settings_path: Path, wanted: generate.DatasetSpec) -> N
     have = (settings.get("episodes"), settings.get("length"))
     if have != (wanted.episodes, wanted.length):
         raise ReproduceError(f"{settings_path}: the existing dataset has {have[0]} episodes x {have[1]} steps, not "
-                             f"{wanted.episodes} x {wanted.length}; regenerate it (mqe-ogbench-data {wanted.name} "
+                             f"{wanted.episodes} x {wanted.length}; regenerate it (mqe-ogbench data {wanted.name} "
                              "--overwrite) or pass matching --data-episodes/--data-length")
 
 
@@ -201,7 +201,7 @@ def ensure_data(cfg: ReproduceConfig, dataset: str) -> tuple[Path, str | None]:
         return path, None
     gen = generate.GenerateConfig(dataset, cfg.data_dir, cfg.data_seed, cfg.data_episodes, cfg.data_length,
                                   cfg.data_workers, overwrite=False, progress=cfg.progress)
-    command = ["mqe-ogbench-data", dataset, "--out-dir", str(cfg.data_dir), "--seed", str(cfg.data_seed),
+    command = ["mqe-ogbench", "data", dataset, "--out-dir", str(cfg.data_dir), "--seed", str(cfg.data_seed),
                "--workers", str(cfg.data_workers)]
     command += ["--episodes", str(cfg.data_episodes)] if cfg.data_episodes else []
     command += ["--length", str(cfg.data_length)] if cfg.data_length else []
@@ -461,16 +461,12 @@ def reproduce(cfg: ReproduceConfig) -> dict[str, Any]:
     return row
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Console entry point; returns the exit code (2 for bad input or a failed run)."""
+def run(cfg: ReproduceConfig, command: str) -> int:
+    """`mqe-ogbench train`: the row; the exit code (2 for bad input or a failed run)."""
     setup_logging()
     try:
-        reproduce(tyro.cli(ReproduceConfig, args=argv))
+        reproduce(cfg)
     except (ReproduceError, generate.GenerateError) as e:
-        print(f"mqe-ogbench-repro: error: {e}", file=sys.stderr)
+        print(f"mqe-ogbench train: error: {e}", file=sys.stderr)
         return 2
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
-"""`mqe-ogbench-table`: the results table from the rows that `mqe-ogbench-repro` wrote.
+"""`mqe-ogbench table`: the results table from the rows that `mqe-ogbench train` wrote.
 
-    mqe-ogbench-table runs/ogbench                        # Markdown on stdout
-    mqe-ogbench-table docs/results/ogbench-2026-11-26 --out table.md
+    mqe-ogbench table runs/ogbench                        # Markdown on stdout
+    mqe-ogbench table runs/ogbench --out table.md
 
 Reads every `<dir>/<dataset>/<agent>.json` and prints one line per dataset: the updates, then for each
 agent our success % (mean ± standard error over seeds) beside the paper's where it gives one. A run
@@ -55,14 +55,14 @@ def read_rows(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
             row = json.loads(path.read_text())
             rows[(row["dataset"], row["agent"])] = row
         except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise TableError(f"{path}: not a row written by mqe-ogbench-repro ({e})") from None
+            raise TableError(f"{path}: not a row written by mqe-ogbench train ({e})") from None
     for dataset_dir in sorted(p for p in root.iterdir() if p.is_dir()):
         for agent in AGENTS:
             key = (versioned_name(dataset_dir.name), agent)
             if key not in rows and (partial := partial_row(dataset_dir / agent, *key)) is not None:
                 rows[key] = partial
     if not rows:
-        raise TableError(f"{root}: no rows (<dataset>/<agent>.json); run mqe-ogbench-repro first")
+        raise TableError(f"{root}: no rows (<dataset>/<agent>.json); run mqe-ogbench train first")
     return rows
 
 
@@ -130,27 +130,22 @@ def markdown_table(rows: dict[tuple[str, str], dict[str, Any]]) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class TableConfig:
-    """Print the OGBench results table from mqe-ogbench-repro's rows."""
+    """Print the OGBench results table from the rows of `mqe-ogbench train`."""
 
-    # directory holding <dataset>/<agent>.json (mqe-ogbench-repro's --runs-dir)
+    # directory holding <dataset>/<agent>.json (the --runs-dir of mqe-ogbench train)
     rows_dir: Annotated[Path, tyro.conf.Positional, tyro.conf.arg(metavar="ROWS_DIR")]
     out: Path | None = None  # write the table here instead of stdout
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Console entry point; returns the exit code (2 for bad input)."""
-    cfg = tyro.cli(TableConfig, args=argv)
+def run(cfg: TableConfig, command: str) -> int:
+    """`mqe-ogbench table`: print or write the table; the exit code (2 for bad input)."""
     try:
         table = markdown_table(read_rows(cfg.rows_dir))
     except TableError as e:
-        print(f"mqe-ogbench-table: error: {e}", file=sys.stderr)
+        print(f"mqe-ogbench table: error: {e}", file=sys.stderr)
         return 2
     if cfg.out is None:
         sys.stdout.write(table)
     else:
         cfg.out.write_text(table)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Call 1 (carry .whl2 .whlp .peer): set-up; scene-play-v0 generated (OGBench's settings, seed 0) in the
+# Step 1 (needs the wheels in .whl2 and .whlp and the public tree in .peer): set-up; scene-play-v0 generated (OGBench's settings, seed 0) in the
 # background on 13 workers; meanwhile a smoke test of the public code on 4 generated episodes: 2000
 # updates on the GPU (its updates/s alone) and one evaluation episode on the CPU.
 set -u
@@ -9,9 +9,9 @@ W=/tmp/sweep; mkdir -p $W/logs $W/data $W/smoke
 (date +%T; nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv; nproc; free -g
  python3 -c "import jax, mujoco; print('jax', jax.__version__, jax.devices(), 'mujoco', mujoco.__version__)") > $W/logs/machine.txt 2>&1
 cat $W/logs/machine.txt
-cd /tmp/repo && setsid nohup python3 -m mqe_model.ogbench.generate scene-play-v0 --out-dir $W/data --seed 0 \
+cd /tmp/repo && setsid nohup python3 -m mqe_model.ogbench data scene-play-v0 --out-dir $W/data --seed 0 \
   --workers 13 --no-progress > $W/logs/data-scene-play-v0.log 2>&1 < /dev/null &
-python3 -m mqe_model.ogbench.generate scene-play-v0 --out-dir $W/tiny --seed 1 --episodes 4 --workers 1 --no-progress 2>&1 | tail -1
+python3 -m mqe_model.ogbench data scene-play-v0 --out-dir $W/tiny --seed 1 --episodes 4 --workers 1 --no-progress 2>&1 | tail -1
 mkdir -p ~/.ogbench/data && ln -sf $W/tiny/scene-play-v0.npz ~/.ogbench/data/scene-play-v0.npz && \
   ln -sf $W/tiny/scene-play-v0-val.npz ~/.ogbench/data/scene-play-v0-val.npz
 python3 -c "import distrax, ml_collections, flax, optax; print('distrax', distrax.__version__, 'flax', flax.__version__, 'optax', optax.__version__)" 2>&1 | tail -2

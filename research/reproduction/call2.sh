@@ -1,5 +1,5 @@
 #!/bin/bash
-# Call 2 (carry .whl): set-up (flax, optax, orbax for ours), the pipeline started in the background, then
+# Step 2 (needs the wheels in .whl): set-up (flax, optax, orbax for ours), the pipeline started in the background, then
 # polled until POLL seconds (default 540) of the call are nearly spent.
 bash research/reproduction/setup.sh
 W=/tmp/sweep

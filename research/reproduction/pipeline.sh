@@ -1,7 +1,7 @@
 #!/bin/bash
 # pipeline.sh STEPS: started in the background by call2.sh; runs on after the call returns. Waits for
 # call 1's scene-play-v0 data, points OGBench's dataset path at it, then trains at once on the one GPU:
-# ours (mqe-ogbench-repro, 2 vmapped seeds, its own evaluation at STEPS) and the public code (2 seeds, one
+# ours (mqe-ogbench train, 2 vmapped seeds, its own evaluation at STEPS) and the public code (2 seeds, one
 # process each, main.py); as each public run saves params_STEPS.pkl and exits, its 5 tasks are scored
 # by 5 peer_eval.py processes at once. Touching $W/eval-now scores the public runs' latest checkpoint
 # instead of waiting (the fallback when time runs out). Writes $W/pipeline.done at the end.
@@ -18,7 +18,7 @@ mkdir -p ~/.ogbench/data
 ln -sf $W/data/scene-play-v0.npz ~/.ogbench/data/scene-play-v0.npz
 ln -sf $W/data/scene-play-v0-val.npz ~/.ogbench/data/scene-play-v0-val.npz
 
-(cd /tmp/repo && XLA_PYTHON_CLIENT_MEM_FRACTION=0.3 setsid nohup python3 -m mqe_model.ogbench.reproduce scene-play-v0 \
+(cd /tmp/repo && XLA_PYTHON_CLIENT_MEM_FRACTION=0.3 setsid nohup python3 -m mqe_model.ogbench train scene-play-v0 \
   --agent mqe --seeds 0 1 --vmap-seeds --steps $STEPS --eval-start $STEPS --eval-every $STEPS --eval-episodes $EPISODES --eval-workers 10 \
   --set matmul_precision=tensorfloat32 --data $W/data/scene-play-v0.npz --runs-dir $W/runs --no-progress \
   > $W/logs/ours.log 2>&1 < /dev/null &)

@@ -1,7 +1,7 @@
 """tabulate.py DIR: the table of one reproduction run (the public MQE code beside ours on one dataset).
 
 DIR holds what the device pipeline writes (or the same files as research/reproduction/results/ keeps them) (research/reproduction/pipeline.sh): `runs/<dataset>/mqe.json`
-and `runs/<dataset>/mqe/seeds*/metrics.jsonl` (ours, mqe-ogbench-repro), `peer-eval/seed<S>-step<N>-task<T>.json`
+and `runs/<dataset>/mqe/seeds*/metrics.jsonl` (ours, mqe-ogbench train), `peer-eval/seed<S>-step<N>-task<T>.json`
 (peer_eval.py) and `peer/seed<S>/OGBench/peer/*/train.csv` (the public main.py's log). Prints Markdown;
 writes DIR/table.json too. Success in %, mean ± standard error over seeds (each seed: the mean of its
 5 tasks), as OGBench reports it.

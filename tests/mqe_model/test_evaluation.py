@@ -385,16 +385,15 @@ def test_sampled_episodes_do_not_depend_on_how_a_task_is_split(tmp_path):
     of one give the same episodes (the critic's last distances agree, up to the float rounding of a
     batch of 3 against 3 of 1), and they differ from the mean's."""
     from mqe_model import checkpoints, evaluation
-    from mqe_model.agents.registry import ActionSampling
-    from mqe_model.policy import load_policy
+    from mqe_model.policy import ActionSampling, load_policy
     from server.random_checkpoint import write_random_checkpoint
 
     step_dir = write_random_checkpoint(tmp_path, "mqe", "tiny", (), None, state_dim=2, action_dim=2)
     metadata, params = checkpoints.read_metadata(step_dir), load_policy(step_dir).params
     env, sampling = "pointmaze-medium-navigate-v0", ActionSampling(1.0)
-    whole = evaluation.evaluate_task(env, 1, 3, "mqe", metadata, params, seed=0, selection=sampling)
+    whole = evaluation.evaluate_task(env, 1, 3, "mqe", metadata, params, seed=0, sampling=sampling)
     parts = [evaluation.evaluate_task(env, 1, 1, "mqe", metadata, params, seed=0, first_episode=first,
-                                      selection=sampling) for first in range(3)]
+                                      sampling=sampling) for first in range(3)]
     assert evaluation.combine(parts)["episode_end_distance"] == pytest.approx(whole["episode_end_distance"], rel=1e-4)
     mean = evaluation.evaluate_task(env, 1, 3, "mqe", metadata, params, seed=0)
     assert np.isfinite(whole["episode_end_distance"]).all()

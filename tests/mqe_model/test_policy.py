@@ -12,8 +12,20 @@ from train_helpers import TMP, tiny_run
 
 from mqe_model.agents import mqe, registry
 from mqe_model.checkpoints import CheckpointError
-from mqe_model.policy import inference_fns, load_policy
-from mqe_model.quasimetric import mrn_distance
+from mqe_model.data.normalization import ActionStats
+from mqe_model.networks import serving
+from mqe_model.policy import (
+    ActionSampling,
+    encoder_arrangements,
+    inference_fns,
+    load_policy,
+    serving_fns,
+)
+
+
+def unit_stats(dim: int) -> ActionStats:
+    """Action statistics whose robot units are the normalized ones: [-1, 1] maps to itself."""
+    return ActionStats(mean=(0.0,) * dim, std=(1.0,) * dim, low=(-1.0,) * dim, high=(1.0,) * dim)
 
 
 @pytest.mark.parametrize("agent", ["mqe", "gcbc", "gciql"])
@@ -47,7 +59,7 @@ def test_mqe_distance_matches_the_agent_distance():
     policy = load_policy(tiny_run("mqe"))
     obs = np.random.default_rng(1).normal(size=(3, 6)).astype(np.float32)
     example = {"observations": obs, "actions": np.zeros((3, 3), np.float32)}
-    agent = mqe.MQEAgent.create(0, example, policy.config).replace(params=policy.params)
+    agent = mqe.Agent.create(0, example, policy.config).replace(params=policy.params)
     _, distance = policy.act_fn(policy.params, obs, obs[::-1])
     np.testing.assert_allclose(distance, agent.distance(obs, obs[::-1]), rtol=1e-5)
 
@@ -62,23 +74,21 @@ def test_goal_codes_then_act_equal_the_agent_on_raw_goals(encoder):
     """Serving encodes a goal once (psi(g), actor goal features); the result must be the agent's."""
     import dataclasses
 
-    from mqe_model.agents import registry
-
     config = dataclasses.replace(mqe.get_config("tiny"), encoder=encoder)
     rng = np.random.default_rng(2)
     obs = (rng.integers(0, 256, (3, 16, 16, 3), dtype=np.uint8) if encoder
            else rng.normal(size=(3, 6)).astype(np.float32))
     goals = obs[::-1].copy()
-    agent = mqe.MQEAgent.create(0, {"observations": obs, "actions": np.zeros((3, 4), np.float32)}, config)
+    agent = mqe.Agent.create(0, {"observations": obs, "actions": np.zeros((3, 4), np.float32)}, config)
     expected = agent.sample_actions(obs, goals, jax.random.PRNGKey(0), temperature=0.0)
-    served = [(agent.params, registry.make_goal_and_act_fns("mqe", config, 4))]
+    served = [(agent.params, mqe.inference_fns(config, 4))]
     # the server's layouts (image MQE: both encoders as one network, stacked or a ResNet's twin) answer alike
-    arrangements = registry.encoder_arrangements("mqe", config)
+    arrangements = encoder_arrangements("mqe", config)
     assert arrangements == {None: ("separate",), "impala_tiny": ("separate", "stacked"),
                             "resnet_tiny": ("separate", "stacked", "twin")}[encoder]
     for arrangement in arrangements:
-        prepare, *serving = registry.make_serving_fns("mqe", config, 4, arrangement)
-        served.append((prepare(agent.params), serving))
+        prepare, *fns = serving_fns("mqe", config, unit_stats(4), arrangement)
+        served.append((prepare(agent.params), fns))
     for params, (encode_goals, act) in served:
         codes = jax.jit(encode_goals)(params, goals)
         assert codes.shape[0] == 3 and codes.dtype == np.float32
@@ -87,67 +97,14 @@ def test_goal_codes_then_act_equal_the_agent_on_raw_goals(encoder):
         np.testing.assert_allclose(distance, agent.distance(obs, goals), rtol=1e-5, atol=1e-6)
 
 
-def test_serving_layout_stacks_the_two_encoders_once():
-    import dataclasses
-
-    from mqe_model.agents import registry
-
+def test_baselines_serve_their_checkpoint_params_as_they_are():
     config = dataclasses.replace(mqe.get_config("tiny"), encoder="impala_tiny")
-    obs = np.zeros((2, 16, 16, 3), np.uint8)
-    params = mqe.MQEAgent.create(0, {"observations": obs, "actions": np.zeros((2, 4), np.float32)}, config).params
-    served = mqe.stack_encoders(params, config)
-    assert set(served) == {"actor", "critic", mqe.STACKED_ENCODERS}
-    assert "encoder" not in served["critic"] and not any("Encoder" in k for k in served["actor"])
-    critic_kernel = jax.tree_util.tree_leaves(params["critic"]["encoder"])[0]
-    assert jax.tree_util.tree_leaves(served[mqe.STACKED_ENCODERS])[0].shape == (2, *critic_kernel.shape)
-    with pytest.raises(ValueError, match="no image encoder"):
-        mqe.stack_encoders(params, mqe.get_config("tiny"))
-    with pytest.raises(ValueError, match="only ResNet encoders have a twin, not ImpalaEncoder"):
-        mqe.stack_encoders(params, config, twin=True)
+    params = {"actor": {}}
     for name in ("gcbc", "gciql"):  # nothing to stack: the checkpoint's params are served as they are
-        prepare, *_ = registry.make_serving_fns(name, config, 4)
+        prepare, *_ = serving_fns(name, config, unit_stats(4))
         assert prepare(params) is params
         with pytest.raises(ValueError, match=r"encoders='stacked' does not apply to this .* \['separate'\]"):
-            registry.make_serving_fns(name, config, 4, "stacked")
-
-
-def test_twin_encoder_is_the_two_resnets_side_by_side():
-    """One ResNet of twice the width: the stem's filters side by side, every later filter block-diagonal
-    with exact zeros off the diagonal, GroupNorm's groups doubled so each holds one encoder's channels;
-    its features are the actor encoder's, then the critic encoder's."""
-    import dataclasses
-
-    from flax import traverse_util
-
-    from mqe_model.networks.encoders import make_encoder, twin_encoder
-
-    config = dataclasses.replace(mqe.get_config("tiny"), encoder="resnet_tiny")
-    rng = np.random.default_rng(4)
-    obs = rng.integers(0, 256, (3, 16, 16, 3), dtype=np.uint8)
-    params = mqe.MQEAgent.create(0, {"observations": obs, "actions": np.zeros((3, 4), np.float32)}, config).params
-    # away from the initialisation, whose zero GroupNorm scales would hide a misplaced block
-    leaves, tree = jax.tree_util.tree_flatten(params)
-    params = jax.tree_util.tree_unflatten(tree, [leaf + 0.1 * rng.standard_normal(leaf.shape).astype(leaf.dtype)
-                                                 for leaf in leaves])
-    served = mqe.stack_encoders(params, config, twin=True)
-    assert set(served) == {"actor", "critic", mqe.TWIN_ENCODER}
-    actor_encoder, critic_encoder = params["actor"]["ResNetEncoder_0"], params["critic"]["encoder"]
-    flat = traverse_util.flatten_dict(served[mqe.TWIN_ENCODER])
-    stem = flat[("Conv_0", "kernel")]
-    np.testing.assert_array_equal(stem, np.concatenate([actor_encoder["Conv_0"]["kernel"],
-                                                        critic_encoder["Conv_0"]["kernel"]], axis=-1))
-    block = flat[("ResNetBasicBlock_0", "Conv_0", "kernel")]
-    a, c = (e["ResNetBasicBlock_0"]["Conv_0"]["kernel"] for e in (actor_encoder, critic_encoder))
-    (cin, cout) = a.shape[-2:]
-    np.testing.assert_array_equal(block[..., :cin, :cout], a)
-    np.testing.assert_array_equal(block[..., cin:, cout:], c)
-    assert not np.any(block[..., :cin, cout:]) and not np.any(block[..., cin:, :cout])
-    encoder = twin_encoder(make_encoder("resnet_tiny"))
-    features = encoder.apply({"params": served[mqe.TWIN_ENCODER]}, obs)
-    separate = [make_encoder("resnet_tiny").apply({"params": p}, obs) for p in (actor_encoder, critic_encoder)]
-    np.testing.assert_allclose(features, np.concatenate(separate, axis=-1), rtol=1e-5, atol=1e-5)
-    for got, want in zip(mqe.encode_stacked(served, obs, config), separate, strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+            serving_fns(name, config, unit_stats(4), "stacked")
 
 
 def test_actor_refuses_encoded_observations_with_raw_goals():
@@ -156,49 +113,7 @@ def test_actor_refuses_encoded_observations_with_raw_goals():
     config = dataclasses.replace(mqe.get_config("tiny"), encoder="impala_tiny")
     obs = np.zeros((1, 16, 16, 3), np.uint8)
     with pytest.raises(ValueError, match="needs goals_encoded"):
-        mqe.Actor(config, 4).init(jax.random.PRNGKey(0), obs, obs, observations_encoded=True)
-
-
-def test_critic_selection_never_picks_an_action_the_critic_rates_below_the_actors():
-    policy = load_policy(tiny_run("mqe"))
-    selection = registry.CriticSelection(candidates=16, spread=0.5)
-    encode, act = registry.make_goal_and_act_fns("mqe", policy.config, policy.action_dim)
-    _, act_selected = registry.make_critic_selected_fns(policy.config, policy.action_dim, selection)
-    obs = np.random.default_rng(2).normal(size=(32, 6)).astype(np.float32)
-    goals = obs[::-1]
-    codes = encode(policy.params, goals)
-    actor_actions, _ = act(policy.params, obs, codes)
-    chosen, _ = act_selected(policy.params, obs, codes)
-    agent = mqe.MQEAgent.create(0, {"observations": obs, "actions": np.zeros((32, 3), np.float32)},
-                                policy.config).replace(params=policy.params)
-
-    def q(actions):  # the actor's objective: minus the nearer head's distance
-        critic = mqe.Critic(policy.config)
-        phi = critic.apply({"params": agent.params["critic"]}, obs, actions, method=mqe.Critic.phi)
-        psi = critic.apply({"params": agent.params["critic"]}, goals, method=mqe.Critic.psi)
-        return -np.min(np.asarray(mrn_distance(phi, psi, policy.config.num_components)), axis=0)
-
-    _, act_worst = registry.make_critic_selected_fns(policy.config, policy.action_dim,
-                                                     registry.CriticSelection(16, 0.5, pick="worst"))
-    worst, _ = act_worst(policy.params, obs, codes)
-    assert np.all(np.abs(np.asarray(chosen)) <= 1.0)
-    assert np.all(q(chosen) >= q(actor_actions) - 1e-6)
-    assert np.all(q(worst) <= q(actor_actions) + 1e-6)
-    assert np.any(q(chosen) > q(actor_actions))  # 15 perturbations of an untrained actor: some help
-
-
-@pytest.mark.parametrize("candidates, spread", [(1, 0.1), (4, 0.0), (4, float("nan"))])
-def test_critic_selection_rejects_settings_that_select_nothing(candidates, spread):
-    with pytest.raises(ValueError, match="candidates >= 2 and spread > 0"):
-        registry.CriticSelection(candidates, spread)
-    with pytest.raises(ValueError, match="'best' or 'worst'"):
-        registry.CriticSelection(4, 0.1, pick="median")
-
-
-def test_critic_selection_needs_an_mqe_policy():
-    policy = load_policy(tiny_run("gcbc"))
-    with pytest.raises(ValueError, match="needs an MQE policy"):
-        inference_fns("gcbc", policy.config, policy.action_stats, registry.CriticSelection(4, 0.1))
+        mqe.make_actor(config, 4).init(jax.random.PRNGKey(0), obs, obs, observations_encoded=True)
 
 
 @pytest.mark.parametrize("agent", ["mqe", "gcbc"])
@@ -208,9 +123,9 @@ def test_sampled_actions_are_the_mean_plus_scaled_noise_then_clipped(agent):
     params = jax.tree_util.tree_map_with_path(  # the mean moved past the range, so clip(mean) != mean
         lambda path, x: x + 1.5 if jax.tree_util.keystr(path).endswith("['GaussianActorHead_0']['Dense_0']['bias']")
         else x, policy.params)
-    encode, act = registry.make_goal_and_act_fns(agent, policy.config, policy.action_dim)
-    _, raw_mean = registry.make_goal_and_act_fns(agent, policy.config, policy.action_dim, clip=False)
-    _, act_sampled = registry.make_sampled_fns(agent, policy.config, policy.action_dim, registry.ActionSampling(0.5))
+    encode, act = registry.get(agent).inference_fns(policy.config, policy.action_dim)
+    _, raw_mean = registry.get(agent).inference_fns(policy.config, policy.action_dim, clip=False)
+    _, act_sampled = inference_fns(agent, policy.config, unit_stats(policy.action_dim), ActionSampling(0.5))
     rng = np.random.default_rng(3)
     obs = rng.normal(size=(32, 6)).astype(np.float32)
     codes = encode(params, obs[::-1])
@@ -229,7 +144,7 @@ def test_sampled_actions_are_the_mean_plus_scaled_noise_then_clipped(agent):
 def test_sampled_actions_come_in_robot_units():
     policy = load_policy(tiny_run("mqe"))
     stats = policy.action_stats
-    encode, act = inference_fns("mqe", policy.config, stats, registry.ActionSampling(2.0))
+    encode, act = inference_fns("mqe", policy.config, stats, ActionSampling(2.0))
     obs = np.random.default_rng(4).normal(size=(8, 6)).astype(np.float32)
     noise = np.full((8, policy.action_dim), 10.0, np.float32)  # every action clipped to its high end
     actions, _ = act(policy.params, obs, encode(policy.params, obs), noise)
@@ -239,7 +154,7 @@ def test_sampled_actions_come_in_robot_units():
 @pytest.mark.parametrize("temperature", [0.0, -1.0, float("nan")])
 def test_action_sampling_needs_a_positive_temperature(temperature):
     with pytest.raises(ValueError, match="temperature > 0"):
-        registry.ActionSampling(temperature)
+        ActionSampling(temperature)
 
 
 def conv_kernel_dtypes(params) -> set:
@@ -260,10 +175,10 @@ def test_serving_casts_bf16_convolution_kernels_once_with_the_same_answers():
     rng = np.random.default_rng(3)
     obs = rng.integers(0, 256, (2, 16, 16, 3), dtype=np.uint8)
     goals = obs[::-1].copy()
-    params = mqe.MQEAgent.create(0, {"observations": obs, "actions": np.zeros((2, 4), np.float32)}, config).params
-    for arrangement, uncast in (("separate", params), ("stacked", mqe.stack_encoders(params, config)),
-                                ("twin", mqe.stack_encoders(params, config, twin=True))):
-        prepare, encode_goals, act = registry.make_serving_fns("mqe", config, 4, arrangement)
+    params = mqe.Agent.create(0, {"observations": obs, "actions": np.zeros((2, 4), np.float32)}, config).params
+    for arrangement, uncast in (("separate", params), ("stacked", serving.stack_encoders(params, config.encoder)),
+                                ("twin", serving.stack_encoders(params, config.encoder, twin=True))):
+        prepare, encode_goals, act = serving_fns("mqe", config, unit_stats(4), arrangement)
         served = prepare(params)
         assert conv_kernel_dtypes(uncast) == {"float32"} and conv_kernel_dtypes(served) == {"bfloat16"}
         changed = {path for path, leaf in traverse_util.flatten_dict(served).items()
@@ -274,9 +189,9 @@ def test_serving_casts_bf16_convolution_kernels_once_with_the_same_answers():
         for got, want in zip(jax.jit(act)(served, obs, codes), jax.jit(act)(uncast, obs, codes), strict=True):
             np.testing.assert_array_equal(got, want)
     impala = dataclasses.replace(config, encoder="impala_tiny")  # a float32 encoder: nothing to cast
-    impala_params = mqe.MQEAgent.create(0, {"observations": obs, "actions": np.zeros((2, 4), np.float32)},
+    impala_params = mqe.Agent.create(0, {"observations": obs, "actions": np.zeros((2, 4), np.float32)},
                                         impala).params
-    assert registry.make_serving_fns("mqe", impala, 4)[0](impala_params) is impala_params
+    assert serving_fns("mqe", impala, unit_stats(4))[0](impala_params) is impala_params
 
 
 def test_with_conv_switches_an_image_encoders_convolutions_and_leaves_state_policies_alone():

@@ -84,9 +84,10 @@ def test_mqe_goal_codes_hold_psi_of_every_head_then_the_actor_goal_features(runt
     codes = runtime.encode_goal(goal)
     params = runtime.policy.params
     from mqe_model.agents import mqe
+    from mqe_model.networks.mqe import Critic, encode_actor_goals
 
-    psi = mqe.Critic(config).apply({"params": params["critic"]}, goal[None], method=mqe.Critic.psi)
-    features = mqe.encode_actor_goals(params["actor"], goal[None], config)
+    psi = mqe.make_critic(config).apply({"params": params["critic"]}, goal[None], method=Critic.psi)
+    features = encode_actor_goals(params["actor"], goal[None], config.encoder)
     assert codes.dtype == np.float32 and codes.shape == (config.num_heads * config.latent_dim + features.shape[-1],)
     # The runtime's compiled function and this eager reference sum the convolutions in different
     # orders; on some CPUs that moves float32 values of ~0.1 by a few 1e-6.
@@ -125,7 +126,7 @@ def test_arrangements_fall_back_to_the_nearest_the_policy_has():
 
 
 def test_stacked_encoders_serve_the_same_actions(runtime, image_ckpt):
-    from mqe_model.agents.mqe import STACKED_ENCODERS
+    from mqe_model.networks.serving import STACKED_ENCODERS
 
     stacked = PolicyRuntime.load(image_ckpt, buckets=(2,), name="img-stacked", encoders="stacked")
     assert STACKED_ENCODERS in stacked._params and STACKED_ENCODERS not in runtime._params
@@ -135,7 +136,7 @@ def test_stacked_encoders_serve_the_same_actions(runtime, image_ckpt):
 
 
 def test_twin_resnet_encoder_serves_the_same_actions(tmp_path):
-    from mqe_model.agents.mqe import TWIN_ENCODER
+    from mqe_model.networks.serving import TWIN_ENCODER
     from server.random_checkpoint import write_random_checkpoint
 
     checkpoint = write_random_checkpoint(tmp_path / "resnet", "mqe", "tiny", ("encoder=resnet_tiny",), 32)

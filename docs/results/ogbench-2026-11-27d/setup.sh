@@ -1,7 +1,0 @@
-#!/bin/bash
-# Device machine set-up: GL libraries (once), the carried wheels into /tmp/site, a copy of the repo in /tmp/repo.
-[ -f /tmp/gl.done ] || { for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig; touch /tmp/gl.done; }
-for d in .whl .whl2; do
-  [ -d $d ] && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $d/*.whl 2>&1 | tail -2
-done
-mkdir -p /tmp/repo && tar --exclude=.whl --exclude=.whl2 --exclude=.gl --exclude=.git -cf - . | tar -xf - -C /tmp/repo
