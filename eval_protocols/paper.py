@@ -1,4 +1,4 @@
-"""The MQE paper's real-robot results (BridgeData appendix; DESIGN.md section 7), for reference
+"""The MQE paper's real-robot results (its BridgeData appendix), for reference
 rows, the worked example report and the tests that check the statistics against them."""
 
 from __future__ import annotations

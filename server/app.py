@@ -1,4 +1,4 @@
-"""The FastAPI app: endpoints of DESIGN.md section 2 over loaded `PolicyRuntime`s.
+"""The FastAPI app: the wire protocol v1 endpoints (`mqe_client.protocol`) over loaded `PolicyRuntime`s.
 
     app = create_app(settings)        # policies load in a background thread started by the lifespan
     uvicorn.run(app, host=settings.host, port=settings.port)

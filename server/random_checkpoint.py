@@ -17,7 +17,7 @@ import numpy as np
 
 from server.runtime import WIDOWX_ACTION_NAMES
 
-# Bridge-like action bounds in robot units (DESIGN.md section 5): |dxyz| <= 0.05 m, |drpy| <= 0.25 rad.
+# Bridge-like action bounds in robot units: |dxyz| <= 0.05 m, |drpy| <= 0.25 rad.
 BRIDGE_LOW = (-0.05, -0.05, -0.05, -0.25, -0.25, -0.25, 0.0)
 BRIDGE_HIGH = (0.05, 0.05, 0.05, 0.25, 0.25, 0.25, 1.0)
 

@@ -32,15 +32,14 @@ from jax.experimental.layout import Format, Layout
 
 from mqe_client.images import preprocess_image
 from mqe_client.protocol import ErrorCode, ProtocolError
-from mqe_model.networks.serving import ENCODER_ARRANGEMENTS
-from mqe_model.policy import Policy, encoder_arrangements, load_policy, serving_fns
+from mqe_model.policy import ENCODER_ARRANGEMENTS, Policy, encoder_arrangements, load_policy, serving_fns
 from server.settings import DEFAULT_BUCKETS
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_PIXELS = 4096 * 4096
 HOST_MEMORY = "pinned_host"  # where `host_io` acts take their frames and leave their answers
-# Default action names of the WidowX 250 in the Bridge convention (DESIGN.md section 5), reported
+# Default action names of the WidowX 250 in the Bridge convention, reported
 # when a 7-d checkpoint does not record its own.
 WIDOWX_ACTION_NAMES = ("dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper")
 

@@ -1,7 +1,7 @@
 """Build docs/example_report/example_sheet.csv: a blinded sheet scored with the paper's results.
 
 The points are a reconstruction, not real trials: per policy and task, the paper's success
-count of 15 (DESIGN.md section 7) gets full points and the other trials get partial points
+count of 15 gets full points and the other trials get partial points
 so that the mean progress rounds to the paper's two decimals. Run from the repository root:
 
     python docs/example_report/make_example_sheet.py

@@ -1,4 +1,4 @@
-"""The contract of DESIGN.md section 2 end to end, against `python -m server` on loopback."""
+"""The wire protocol v1 contract end to end, against `python -m server` on loopback."""
 
 from __future__ import annotations
 
