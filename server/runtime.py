@@ -32,7 +32,13 @@ from jax.experimental.layout import Format, Layout
 
 from mqe_client.images import preprocess_image
 from mqe_client.protocol import ErrorCode, ProtocolError
-from mqe_model.policy import ENCODER_ARRANGEMENTS, Policy, encoder_arrangements, load_policy, serving_fns
+from mqe_model.policy import (
+    ENCODER_ARRANGEMENTS,
+    Policy,
+    encoder_arrangements,
+    load_policy,
+    serving_fns,
+)
 from server.settings import DEFAULT_BUCKETS
 
 logger = logging.getLogger(__name__)
