@@ -33,7 +33,9 @@ from mqe_model.checkpoints import CheckpointError
 from mqe_model.data.normalization import ActionStats
 from mqe_model.networks import serving
 from mqe_model.networks.encoders import CONV_LOWERINGS, with_kernels_in_compute_dtype
-from mqe_model.networks.serving import ENCODER_ARRANGEMENTS as ENCODER_ARRANGEMENTS  # the server's choices
+from mqe_model.networks.serving import (
+    ENCODER_ARRANGEMENTS as ENCODER_ARRANGEMENTS,  # the server's choices
+)
 
 logger = logging.getLogger(__name__)
 
