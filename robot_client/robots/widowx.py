@@ -178,6 +178,8 @@ class WidowXInterbotix(Robot):
         """Command the joints to where they are measured (else where they were last sent), over a
         step's time or longer if the arm trails its last command by more than a step can cover."""
         self._require_connected()
+        if self.watch is not None and self.watch.driver_lost:
+            return  # nobody to hold the arm but its motors, which keep their last goal
         arm = self.bot.arm
         joints = self._measured_joints() or list(arm.get_joint_commands())
         gap = np.abs(np.subtract(joints, arm.get_joint_commands())) / np.asarray(arm.group_info.joint_velocity_limits)
@@ -206,6 +208,14 @@ class WidowXInterbotix(Robot):
         finally:
             self._step_timing()
 
+    def _driver_lost(self, what: str) -> bool:
+        # its service calls would wait for ever (ROS 2) or fail (ROS 1); its motors hold their last goal
+        if self.watch is not None and self.watch.driver_lost:
+            logger.error("no %s: the arm's driver is gone, nothing can move the arm (its motors hold "
+                         "their last goal under torque)", what)
+            return True
+        return False
+
     def reset(self, seed: Optional[int] = None) -> None:
         """Open the gripper and move (blocking, reset_time_s per leg) to the reset pose."""
         self._require_connected()
@@ -217,12 +227,15 @@ class WidowXInterbotix(Robot):
         """After an abort: the reset pose's route, the gripper left as it is (opening it could drop
         a held object)."""
         self._require_connected()
-        self._through_reset_joints("safe pose")
+        if not self._driver_lost("safe pose"):
+            self._through_reset_joints("safe pose")
 
     def park(self) -> None:
         """At shutdown: through the reset configuration to Interbotix's sleep pose, where the arm
         rests on its own."""
         self._require_connected()
+        if self._driver_lost("sleep pose"):
+            return
         arm = self.bot.arm
         try:
             if not self._command_joints(RESET_JOINTS[self.s.robot_model], self.s.reset_time_s, blocking=True):

@@ -92,6 +92,7 @@ class FaultWatch:
         self._msg_at = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="motor-status", daemon=True)
+        self.driver_lost = False  # a check found the driver gone: nothing can move the arm now
 
     def start(self) -> None:
         """Start polling the motors' error register."""
@@ -117,6 +118,7 @@ class FaultWatch:
             self._last_msg, self._msg_at = msg, now
         silent = now - self._msg_at
         if silent > self.limits.driver_timeout_s:
+            self.driver_lost = True
             return (f"no joint states from the arm's driver for {silent:.1f} s (limit "
                     f"{self.limits.driver_timeout_s:g} s): xs_sdk stopped or lost the arm; check its "
                     "terminal and the USB cable, restart it, then rerun")
@@ -125,6 +127,7 @@ class FaultWatch:
         if status_fault is not None:
             return status_fault
         if status_age > self.limits.driver_timeout_s + self.limits.status_poll_s:
+            self.driver_lost = True
             return (f"the arm's driver has not answered a motor status read for {status_age:.1f} s "
                     f"({status_error or 'no answer'}): check xs_sdk's terminal, restart it, then rerun")
         index = self.core.js_index_map

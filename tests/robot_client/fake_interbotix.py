@@ -14,7 +14,8 @@ noetic `arm.py` and ROS 2 humble `xs_robot/arm.py`) as they are written there:
 The driver side (xs_sdk and the Dynamixels): each group command starts a time-based profile
 (trapezoid of `accel_time` within `moving_time`) from where the joints are; the measured joints trail
 that profile by `lag_s`; the effort (mA) is a holding current plus a position-error term, so a
-blocked joint's effort climbs; `Hardware_Error_Status` can be set per motor; the driver can be
+blocked joint's effort climbs, and an external load (a collision, a heavy object) adds its current;
+`Hardware_Error_Status` can be set per motor; the driver can be
 absent or stop (joint states freeze, publishes go nowhere, service calls hang on ROS 2 and raise on
 ROS 1). ROS 2 and ROS 1 differ as the real ones do: `core`/`dxl`, `release/grasp`/`open/close`,
 register reads as a list / a response with `.values`, rclpy's and rospy's SIGINT handlers.
@@ -56,7 +57,7 @@ SLIST = np.array([[0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
 M_HOME = np.array([[1.0, 0.0, 0.0, 0.458325], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.36065],
                    [0.0, 0.0, 0.0, 1.0]])
 HOLDING_MA = (0.0, 450.0, 300.0, 0.0, 80.0, 0.0, 0.0)  # this fake's holding currents (mA)
-POSITION_GAIN_MA_PER_RAD = 3000.0  # this fake's current per radian of position error
+POSITION_GAIN_MA_PER_RAD = 10000.0  # this fake's current per radian of position error (Dynamixel P gain 800 at 12 V, roughly)
 CURRENT_LIMIT_MA = 3209.0  # XM430-W350 Current_Limit (1193 x 2.69 mA): the effort saturates here
 REV = 2 * math.pi
 
@@ -116,9 +117,10 @@ class Driver:
         self.profile_velocity_ms = 2000  # Profile_Velocity register of the arm group (time-based: ms)
         self.profile_acceleration_ms = 300
         now = clock.now()
-        # per joint: (t0, start, goal, moving_s, accel_s)
-        self.segments: List[tuple] = [(now, q, q, 0.0, 0.0) for q in SLEEP + (0.0,)]
+        # per joint, oldest first: (t0, start, goal, moving_s, accel_s) of each profile commanded
+        self.segments: List[List[tuple]] = [[(now, q, q, 0.0, 0.0)] for q in SLEEP + (0.0,)]
         self.frozen: Dict[int, float] = {}  # joint index -> position of a blocked or torqued-off joint
+        self.loads = [0.0] * len(ALL_JOINTS)  # mA each joint's motor spends against an external force
         self.hardware_error = [0] * len(ALL_JOINTS)
         self.silent_motors: set = set()  # motors that do not answer register reads
         self.commands: List[tuple] = []  # (time, positions, moving_s, accel_s) of every group command
@@ -127,8 +129,18 @@ class Driver:
 
     # ---- motion
     def _profile(self, i: int, t: float) -> float:
-        t0, start, goal, moving, accel = self.segments[i]
+        history = self.segments[i]
+        k = len(history) - 1
+        while k > 0 and history[k][0] > t:  # the profile in force at t
+            k -= 1
+        t0, start, goal, moving, accel = history[k]
         return start + (goal - start) * profile_fraction(t - t0, moving, accel)
+
+    def _start(self, i: int, segment: tuple) -> None:
+        history = self.segments[i]
+        history.append(segment)
+        while len(history) > 2 and history[1][0] < segment[0] - self.lag_s - 1.0:
+            history.pop(0)  # older than any reading can ask for
 
     def position(self, i: int, t: Optional[float] = None) -> float:
         t = self.clock.now() if t is None else t
@@ -141,7 +153,7 @@ class Driver:
 
     def effort(self, i: int, t: float) -> float:
         error = self._profile(i, t) - self.position(i, t)
-        value = HOLDING_MA[i] + POSITION_GAIN_MA_PER_RAD * error
+        value = HOLDING_MA[i] + self.loads[i] + POSITION_GAIN_MA_PER_RAD * error
         return float(np.clip(value, -CURRENT_LIMIT_MA, CURRENT_LIMIT_MA))
 
     def command_group(self, positions) -> None:
@@ -152,18 +164,23 @@ class Driver:
         moving, accel = self.profile_velocity_ms / 1000.0, self.profile_acceleration_ms / 1000.0
         self.commands.append((now, list(positions), moving, accel))
         for i, goal in enumerate(positions):
-            start = self.position(i, now + self.lag_s)  # the profile continues from its commanded point
-            self.segments[i] = (now, start, float(goal), moving, accel)
+            start = self._profile(i, now)  # the profile continues from its commanded point
+            self._start(i, (now, start, float(goal), moving, accel))
 
     def set_gripper(self, opening: float) -> None:
         if self.running.is_set():
             now = self.clock.now()
-            self.segments[6] = (now, self.position(6, now), opening, 0.5, 0.1)
+            self._start(6, (now, self._profile(6, now), opening, 0.5, 0.1))
 
     def block(self, joint: str) -> None:
         """An obstacle: the joint stops where it is now, its profile runs on (effort climbs)."""
         i = ALL_JOINTS.index(joint)
         self.frozen[i] = self.position(i)
+
+    def load(self, joint: str, current_ma: float) -> None:
+        """An external force on the joint (pressing on the table, a collision): its motor spends
+        `current_ma` more to keep its position."""
+        self.loads[ALL_JOINTS.index(joint)] = current_ma
 
     def fault(self, joint: str, status: int) -> None:
         """The motor reports `status` in Hardware_Error_Status and drops torque (it stops)."""
@@ -179,7 +196,7 @@ class Driver:
         """Put the arm at rest at `joints` (test setup)."""
         now = self.clock.now()
         for i, q in enumerate(joints):
-            self.segments[i] = (now - 10.0, float(q), float(q), 0.0, 0.0)
+            self.segments[i] = [(now - 10.0, float(q), float(q), 0.0, 0.0)]
 
     # ---- topics and services
     def joint_states(self):
@@ -279,9 +296,11 @@ class FakeArm:
 
     def set_trajectory_time(self, moving_time=None, accel_time=None) -> None:
         if moving_time is not None and moving_time != self.moving_time:
+            self.world.set_register()
             self.moving_time = moving_time
             self.driver.profile_velocity_ms = int(moving_time * 1000)
         if accel_time is not None and accel_time != self.accel_time:
+            self.world.set_register()
             self.accel_time = accel_time
             self.driver.profile_acceleration_ms = int(accel_time * 1000)
 
@@ -501,6 +520,16 @@ class FakeWorld:
             out["interbotix_xs_modules.arm"] = module("interbotix_xs_modules.arm",
                                                       InterbotixManipulatorXS=self.manipulator)
         return out
+
+    def set_register(self) -> None:
+        """The set_motor_registers service: waits for an absent driver (ROS 2), raises (ROS 1)."""
+        driver = self.driver
+        if driver.running.is_set():
+            return
+        if self.ros == 1:
+            raise ServiceException("service [/wx250s/set_motor_registers] unavailable")
+        while not driver.running.is_set() and not driver.gone.is_set():
+            driver.running.wait(0.05)
 
     def _robot_shutdown(self) -> None:
         self.events.append("robot_shutdown")

@@ -25,7 +25,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from fake_interbotix import ARM_JOINTS, VELOCITY_LIMITS, FakeWorld, VirtualClock, fk, profile_fraction  # noqa: E402
+from fake_interbotix import (  # noqa: E402
+    ARM_JOINTS,
+    VELOCITY_LIMITS,
+    FakeWorld,
+    VirtualClock,
+    fk,
+    profile_fraction,
+)
 
 from robot_client import safety  # noqa: E402
 from robot_client.robots.widowx import WidowXInterbotix, WidowXSettings, reset_pose_matrix  # noqa: E402

@@ -13,7 +13,7 @@ from fake_interbotix import FakeWorld
 from robot_client.http import ActResult
 from robot_client.loop import ControlLoop, LoopSettings
 from robot_client.records import TrialRecord, read_steps
-from robot_client.robots.widowx import WidowXInterbotix, WidowXSettings
+from robot_client.robots.widowx import RESET_JOINTS, WidowXInterbotix, WidowXSettings
 from server.protocol import ActResponse, Timing
 
 FINGERPRINT = "f" * 64
@@ -66,11 +66,15 @@ class StillCamera:
     def close(self) -> None: ...
 
 
-def connected(monkeypatch, world: FakeWorld, **settings) -> WidowXInterbotix:
-    """A WidowXInterbotix connected to the world's fake arm."""
+def connected(monkeypatch, world: FakeWorld, at_reset: bool = True, **settings) -> WidowXInterbotix:
+    """A WidowXInterbotix connected to the world's fake arm, the arm at rest at the reset pose
+    (without the seconds a real reset takes) unless `at_reset` is False."""
     install(monkeypatch, world)
     robot = WidowXInterbotix(WidowXSettings(**settings))
     robot.connect()
+    if at_reset:
+        world.driver.place(RESET_JOINTS["wx250s"])
+        world.bot.arm.capture_joint_positions()
     return robot
 
 
