@@ -210,8 +210,9 @@ def run_trials(cfg: ClientConfig) -> int:
                         outcome = loop.run(record, episode_id)
                 finally:
                     ctrl_c.arm(None)
-                    if outcome is None:  # a fault in the client itself: the record still says so
-                        record.finish(status="aborted", reason="client error (see the log)")
+                    if outcome is None:  # Ctrl-C twice, or a fault in the client itself: the record says so
+                        record.finish(status="aborted",
+                                      reason=stop.reason if stop.interrupted else "client error (see the log)")
                 record.finish(status=outcome.status, reason=outcome.reason,
                               counters=dataclasses.asdict(outcome.counters), last_distance=outcome.last_distance,
                               goal_uploads=client.goal_uploads)
