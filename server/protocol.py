@@ -304,7 +304,7 @@ class ActResponse:
         if not isinstance(action, np.ndarray) or action.dtype != np.float32 or action.ndim != 1:
             raise ProtocolError(ErrorCode.MALFORMED, "'action' must be a float32 vector")
         distance = body.get("distance")
-        if distance is not None and not isinstance(distance, int | float):
+        if distance is not None and not isinstance(distance, (int, float)):
             raise ProtocolError(ErrorCode.MALFORMED, "'distance' must be a number or null")
         timing = _as_map(_require(body, "timing"))
         try:
