@@ -42,7 +42,8 @@ def written_steps(tmp_path: Path) -> int:
 @pytest.mark.parametrize("ros", [2, 1])
 def test_ctrl_c_holds_then_goes_to_the_safe_pose_then_to_sleep(tmp_path, mock_server, ros):
     server = mock_server()
-    proc = start(tmp_path, server.url, ros, "--max-steps", "500")
+    frame = ("--action-frame", "previous_target") if ros == 1 else ()  # the policy says "measured"
+    proc = start(tmp_path, server.url, ros, "--max-steps", "500", *frame)
     try:
         assert wait_for(lambda: written_steps(tmp_path) >= 3, timeout_s=30), proc.stdout.read() if proc.poll() else ""
         proc.send_signal(signal.SIGINT)
@@ -58,6 +59,7 @@ def test_ctrl_c_holds_then_goes_to_the_safe_pose_then_to_sleep(tmp_path, mock_se
     assert report["shutdown_reason"] == ("robot_shutdown()" if ros == 2 else "mqe-robot done")  # ... the client shut it
     meta = json.loads(steps_file(tmp_path).with_name("meta.json").read_text())
     assert meta["status"] == "aborted" and meta["reason"] == "operator stop (Ctrl-C)"
+    assert (meta["action_frame"], meta["policy_action_frame"]) == (frame[1] if frame else "measured", "measured")
     assert meta["counters"]["steps"] < 500 and time.monotonic() - sent < 30
     calls = report["calls"]
     names = [name for name, _ in calls]
