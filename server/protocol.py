@@ -1,8 +1,10 @@
 """Wire protocol v1 between the inference server and robot clients (DESIGN.md section 2).
 
 Bodies are MessagePack. A numpy array travels as the map
-`{"__ndarray__": True, "data": <bytes>, "dtype": "<numpy dtype str>", "shape": [...]}` (the
-openpi-client convention). Never pickle: decoding builds arrays from raw bytes of a short list of
+`{"__ndarray__": True, "data": <bytes>, "dtype": "<numpy dtype str>", "shape": [...]}` with string
+keys. openpi-client's msgpack_numpy packs the same fields under *bytes* keys (b"__ndarray__", ...),
+which this decoder does not read: openpi clients talk to the websocket endpoint of
+server/openpi_ws.py instead. Never pickle: decoding builds arrays from raw bytes of a short list of
 plain numeric dtypes and nothing else.
 
 This module imports only numpy and msgpack, so the robot client uses the same definitions as the
