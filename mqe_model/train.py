@@ -77,6 +77,9 @@ class TrainConfig:
     augment: Literal["auto", "none", "shift", "bridge"] = "auto"  # auto: shift (impala), bridge (resnet), none (states)
     augment_prob: float | None = None  # per-sample probability; None: 0.5 for shift, 1.0 for bridge
     action_dim: int | None = None  # expected action dimension; None accepts the data's
+    bridge_actions: Literal["reached", "commanded"] = "reached"  # BridgeData V2 (RLDS) only: relabel to the reached state's deltas (official loader, Octo; action_frame "measured") or keep the commands ("previous_target")
+    action_normalization: Literal["auto", "bounds_q99", "minmax"] = "auto"  # auto: bounds_q99 (1st-99th percentiles) for RLDS and LeRobot data, minmax otherwise
+    data_cache: Path | None = None  # where RLDS and LeRobot data are decoded to memory-mapped files; None: $MQE_DATA_CACHE or ~/.cache/mqe-deploy/data
     devices: int | None = None  # use the first N local devices; None: all
     data_workers: int = 2  # threads sampling batches
     prefetch: int = 2  # dispatches of batches prepared ahead on the device
@@ -159,7 +162,8 @@ def prepare_run(cfg: TrainConfig) -> RunSetup:
         expected_dim = len(metadata["action_stats"]["mean"])
     elif cfg.resume:
         logger.warning("--resume: no checkpoint in %s yet; starting a new run", ckpt_root)
-    data = prepare(cfg.data, cfg.image_size, expected_dim)
+    data = prepare(cfg.data, cfg.image_size, expected_dim, cfg.bridge_actions, cfg.action_normalization,
+                   cfg.data_cache)
     if metadata is not None:
         where = steps[resume_step] / checkpoints.METADATA_FILE
         if metadata["dataset"]["fingerprint"] != data.info["fingerprint"]:
@@ -292,7 +296,7 @@ def train(cfg: TrainConfig, setup: RunSetup) -> Any:
     metadata = lambda step: checkpoints.build_metadata(  # noqa: E731
         agent=cfg.agent, config=registry.config_to_json(setup.agent_config), step=step,
         action_stats=data.action_stats.to_json(), image=data.image, observation=data.observation,
-        dataset=data.info, num_seeds=cfg.num_seeds,
+        dataset=data.info, num_seeds=cfg.num_seeds, action_frame=data.action_frame,
         train={k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(cfg).items()})
     kind, prob = augmentation(cfg, setup.agent_config)
     train_step = make_train_step(kind, prob, cfg.num_seeds, parallel.mesh)

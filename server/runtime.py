@@ -246,6 +246,7 @@ class PolicyRuntime:
             "action_low": list(stats.low),
             "action_high": list(stats.high),
             "control_hz": meta.get("control_hz") or dataset.get("control_hz"),
+            "action_frame": meta.get("action_frame", "measured"),  # checkpoints before the field: measured
             "has_distance": self.policy.has_distance,
             "batch_buckets": list(self.buckets),
             "config_name": getattr(self.policy.config, "name", None),
