@@ -59,7 +59,7 @@ class EvaluationIncomplete(RuntimeError):
 class TrainConfig:
     """One training run. Agent hyperparameters come from `--agent` + `--preset`, then `--set`."""
 
-    data: Path  # dataset: OGBench .npz, canonical directory (docs/dataset_format.md) or RLDS directory
+    data: Path  # dataset: OGBench .npz, canonical directory (docs/dataset_format.md), RLDS directory or LeRobotDataset
     workdir: Path  # run directory: checkpoints/, metrics.jsonl
     agent: Literal["mqe", "gcbc", "gciql"] = "mqe"  # algorithm
     preset: str = "ogbench_state"  # agent preset: ogbench_state, ogbench_pixel, bridge, sim, tiny
@@ -79,6 +79,7 @@ class TrainConfig:
     action_dim: int | None = None  # expected action dimension; None accepts the data's
     bridge_actions: Literal["reached", "commanded"] = "reached"  # BridgeData V2 (RLDS) only: relabel to the reached state's deltas (official loader, Octo; action_frame "measured") or keep the commands ("previous_target")
     action_normalization: Literal["auto", "bounds_q99", "minmax"] = "auto"  # auto: bounds_q99 (1st-99th percentiles) for RLDS and LeRobot data, minmax otherwise
+    camera: str | None = None  # LeRobot data only: the image or video feature trained on; None: the first in meta/info.json
     data_cache: Path | None = None  # where RLDS and LeRobot data are decoded to memory-mapped files; None: $MQE_DATA_CACHE or ~/.cache/mqe-deploy/data
     devices: int | None = None  # use the first N local devices; None: all
     data_workers: int = 2  # threads sampling batches
@@ -163,7 +164,7 @@ def prepare_run(cfg: TrainConfig) -> RunSetup:
     elif cfg.resume:
         logger.warning("--resume: no checkpoint in %s yet; starting a new run", ckpt_root)
     data = prepare(cfg.data, cfg.image_size, expected_dim, cfg.bridge_actions, cfg.action_normalization,
-                   cfg.data_cache)
+                   cfg.data_cache, cfg.camera)
     if metadata is not None:
         where = steps[resume_step] / checkpoints.METADATA_FILE
         if metadata["dataset"]["fingerprint"] != data.info["fingerprint"]:

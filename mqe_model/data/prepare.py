@@ -47,7 +47,7 @@ def detect_format(path: Path) -> str:
 
 
 def load_any(path: str | Path, image_size: int | None = None, bridge_actions: str = "reached",
-             cache_dir: Path | None = None) -> tuple[Dataset, str]:
+             cache_dir: Path | None = None, camera: str | None = None) -> tuple[Dataset, str]:
     """Load any supported format; returns the canonical Dataset and the format name.
 
     RLDS and LeRobot images are resized to `image_size` while decoding, into a memory-mapped cache
@@ -59,6 +59,8 @@ def load_any(path: str | Path, image_size: int | None = None, bridge_actions: st
     if fmt != "rlds" and bridge_actions != "reached":
         raise DatasetError(f"{path}: --bridge-actions {bridge_actions} applies to BridgeData V2 (RLDS) only; "
                            "drop it for this data")
+    if fmt != "lerobot" and camera is not None:
+        raise DatasetError(f"{path}: --camera applies to LeRobot datasets only; drop it for this data")
     if fmt == "rlds":
         from mqe_model.data.rlds import load_rlds
 
@@ -66,7 +68,7 @@ def load_any(path: str | Path, image_size: int | None = None, bridge_actions: st
     if fmt == "lerobot":
         from mqe_model.data.lerobot import load_lerobot
 
-        return load_lerobot(path, image_size=image_size, cache_dir=cache_dir), fmt
+        return load_lerobot(path, image_size=image_size, camera=camera, cache_dir=cache_dir), fmt
     return load_dataset(path), fmt
 
 
@@ -82,10 +84,11 @@ def fingerprint(dataset: Dataset) -> str:
 
 def prepare(path: str | Path, image_size: int | None = None,
             expected_action_dim: int | None = None, bridge_actions: str = "reached",
-            normalization: str = "auto", cache_dir: Path | None = None) -> PreparedData:
+            normalization: str = "auto", cache_dir: Path | None = None,
+            camera: str | None = None) -> PreparedData:
     """Load `path`, check it, resize images to `image_size` (None keeps them) and normalize actions
     (`normalization` "auto": "bounds_q99" for RLDS and LeRobot data, "minmax" for the rest)."""
-    raw, fmt = load_any(path, image_size, bridge_actions, cache_dir)
+    raw, fmt = load_any(path, image_size, bridge_actions, cache_dir, camera)
     if expected_action_dim is not None and raw.action_dim != expected_action_dim:
         raise DatasetError(
             f"{path}: actions are {raw.action_dim}-d but the run expects {expected_action_dim}-d "

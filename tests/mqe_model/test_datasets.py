@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from lerobot_helpers import synthetic_episodes, write_dataset
 from rlds_helpers import bridge_episodes, write_bridge_dir
 from train_helpers import TMP, run_args, write_image_dataset, write_state_npz
 
@@ -62,10 +63,11 @@ def test_canonical_images_are_resized_with_the_checkpoint_spec(tmp_path):
     assert data.observation == {"shape": [16, 16, 3], "dtype": "uint8"}
 
 
-@pytest.mark.parametrize("fmt", ["canonical", "rlds"])
+@pytest.mark.parametrize("fmt", ["canonical", "rlds", "lerobot"])
 def test_image_data_trains_gcbc_to_a_checkpoint(fmt):
-    data = (write_image_dataset(TMP / "img-canonical") if fmt == "canonical"
-            else write_bridge_dir(TMP / "img-rlds", bridge_episodes(3, 7, 24)))
+    data = {"canonical": lambda: write_image_dataset(TMP / "img-canonical"),
+            "rlds": lambda: write_bridge_dir(TMP / "img-rlds", bridge_episodes(3, 7, 24)),
+            "lerobot": lambda: write_dataset(TMP / "img-lerobot", synthetic_episodes(height=24, width=24))}[fmt]()
     workdir = TMP / f"img-run-{fmt}"
     args = run_args(workdir, data, "gcbc", 10, "--set", "encoder=impala_tiny", "batch_size=8",
                     "--image-size", "16")
@@ -73,7 +75,7 @@ def test_image_data_trains_gcbc_to_a_checkpoint(fmt):
     policy = load_policy(workdir)
     assert policy.metadata["image"]["height"] == 16 and policy.observation_shape == (16, 16, 3)
     assert policy.metadata["action_frame"] == "measured"
-    assert policy.action_stats.scheme == ("bounds_q99" if fmt == "rlds" else "minmax")
+    assert policy.action_stats.scheme == ("minmax" if fmt == "canonical" else "bounds_q99")
     images = np.zeros((2, 16, 16, 3), np.uint8)
     actions, _ = policy.act_fn(policy.params, images, images)
     assert actions.shape == (2, 7)
