@@ -173,7 +173,7 @@ def load_lerobot(root: Path, image_size: int | None = None, camera: str | None =
     files = [root / INFO, *sorted(root.rglob("*.parquet")), *sorted(root.rglob("*.mp4")),
              *sorted((root / "meta").glob("*.jsonl"))]
     key = stream.source_key(files, {"reader": "lerobot-1", "image_size": image_size, "camera": camera})
-    directory = (cache_dir or stream.default_cache_dir()) / f"lerobot-{key}"
+    directory = Path(cache_dir or stream.default_cache_dir()) / f"lerobot-{key}"
     cached = stream.open_cached(directory)
     if cached is not None:
         return cached

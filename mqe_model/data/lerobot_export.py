@@ -19,6 +19,7 @@ import dataclasses
 import fractions
 import json
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -169,6 +170,7 @@ class LeRobotWriter:
         import av
 
         encoder, pix_fmt, options, _ = CODECS[self.codec]
+        os.environ.setdefault("SVT_LOG", "1")  # SVT-AV1 prints its whole configuration at info level
         if pix_fmt == "yuv420p" and (height % 2 or width % 2):
             raise DatasetError(f"{self.codec} video needs even sizes, the frames are {width} x {height}; "
                                "pass an even --image-size or --codec lossless")

@@ -173,7 +173,7 @@ def load_rlds(root: Path, split: str = "train", image_size: int | None = None,
                            "directory, e.g. bridge_dataset/1.0.0 or bridge/0.1.0")
     key = stream.source_key(files, {"reader": "rlds-1", "split": split, "image_size": image_size,
                                     "actions": actions})
-    directory = (cache_dir or stream.default_cache_dir()) / f"rlds-{key}"
+    directory = Path(cache_dir or stream.default_cache_dir()) / f"rlds-{key}"
     cached = stream.open_cached(directory)
     if cached is not None:
         logger.info("read %d decoded steps of %s from %s", cached.size, root, directory)
