@@ -3,9 +3,9 @@
 Formulas (also in docs/scoring_sheet.md):
 - progress mean = sum(progress_i) / n; standard error = s / sqrt(n) with s the sample
   standard deviation (ddof = 1); undefined (NaN) for n < 2.
-- Wilson score interval for k successes of n, z = 1.96.
+- Wilson score interval for k successes of n, z = 1.96 (scipy.stats.binomtest's proportion_ci).
 - percentile bootstrap of the progress mean: resample the n trials with replacement, take the
-  2.5th and 97.5th percentiles of the resampled means; fixed seed.
+  2.5th and 97.5th percentiles of the resampled means; fixed seed (scipy.stats.bootstrap).
 - success vs a reference: Fisher's exact test on the 2x2 table, two-sided.
 - progress vs a reference: permutation test of the difference of means, two-sided, fixed seed.
 """
@@ -44,32 +44,37 @@ def mean_and_se(values: Sequence[float]) -> tuple[float, float]:
 
 
 def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
-    """Wilson score interval of a success rate; (0, 1) when there are no trials."""
+    """Wilson score interval of a success rate (scipy's `binomtest(...).proportion_ci`); (0, 1) when
+    there are no trials. `z` is the two-sided normal quantile of the confidence level."""
     if not 0 <= successes <= n:
         raise ValueError(f"successes must be in 0..n, got {successes} of {n}")
     if n == 0:
         return 0.0, 1.0
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    # At k = 0 and k = n the bounds are 0 and 1 exactly; say so rather than leave rounding error.
-    lo = 0.0 if successes == 0 else max(0.0, centre - half)
-    hi = 1.0 if successes == n else min(1.0, centre + half)
-    return lo, hi
+    stats = _scipy_stats()
+    confidence = 2 * float(stats.norm.cdf(z)) - 1
+    interval = stats.binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(interval.low), float(interval.high)
 
 
 def bootstrap_mean_ci(values: Sequence[float], seed: int, resamples: int = 10_000,
                       confidence: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean; NaNs for no data."""
+    """Percentile bootstrap interval of the mean (scipy's `bootstrap`); NaNs for no data, the value
+    itself when every trial scored the same (no spread to resample)."""
     x = np.asarray(values, dtype=float)
     if x.size == 0:
         return math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    means = x[rng.integers(0, x.size, size=(resamples, x.size))].mean(axis=1)
-    tail = (1 - confidence) / 2 * 100
-    lo, hi = np.percentile(means, [tail, 100 - tail])
-    return float(lo), float(hi)
+    if np.all(x == x[0]):
+        return float(x[0]), float(x[0])
+    stats = _scipy_stats()
+    result = stats.bootstrap((x,), np.mean, n_resamples=resamples, confidence_level=confidence,
+                             method="percentile", vectorized=True,
+                             **{_rng_argument(stats.bootstrap): np.random.default_rng(seed)})
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def _rng_argument(function) -> str:
+    # scipy >= 1.15 names the generator `rng`; older releases (the eval extra allows 1.11) `random_state`.
+    return "rng" if "rng" in inspect.signature(function).parameters else "random_state"
 
 
 def fisher_pvalue(successes_a: int, n_a: int, successes_b: int, n_b: int) -> float:
@@ -91,10 +96,9 @@ def permutation_pvalue(a: Sequence[float], b: Sequence[float], seed: int, resamp
         return u.mean(axis=axis) - v.mean(axis=axis)
 
     stats = _scipy_stats()
-    # scipy >= 1.15 names the generator `rng`; older releases (the eval extra allows 1.11) `random_state`.
-    rng_arg = "rng" if "rng" in inspect.signature(stats.permutation_test).parameters else "random_state"
     result = stats.permutation_test(
         (x, y), diff_of_means, permutation_type="independent", vectorized=True,
-        n_resamples=resamples, alternative="two-sided", **{rng_arg: np.random.default_rng(seed)},
+        n_resamples=resamples, alternative="two-sided",
+        **{_rng_argument(stats.permutation_test): np.random.default_rng(seed)},
     )
     return float(result.pvalue)

@@ -52,6 +52,7 @@ def build_metadata(
     dataset: dict[str, Any],
     train: dict[str, Any],
     num_seeds: int = 1,
+    action_frame: str = "measured",
 ) -> dict[str, Any]:
     """The JSON metadata item: everything needed to act correctly from `params` alone."""
     return {
@@ -60,6 +61,7 @@ def build_metadata(
         "config": config,  # the agent config, round-trips with agents.configs.config_from_json
         "step": step,  # updates done
         "action_stats": action_stats,  # normalization.ActionStats.to_json()
+        "action_frame": action_frame,  # deltas from the "measured" pose or the "previous_target"; absent: measured
         "image": image,  # None for states, else {"height", "width", "resize"}
         "observation": observation,  # {"shape": [...], "dtype": "..."} as the network sees it
         "dataset": dataset,  # {"path", "format", "fingerprint", "num_transitions"}

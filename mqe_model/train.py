@@ -62,7 +62,7 @@ class EvaluationIncomplete(RuntimeError):
 class TrainConfig:
     """One training run. Agent hyperparameters come from `--agent` + `--preset`, then `--set`."""
 
-    data: Path  # dataset: OGBench .npz, canonical directory (docs/dataset_format.md) or RLDS directory
+    data: Path  # dataset: OGBench .npz, canonical directory (docs/dataset_format.md), RLDS directory or LeRobotDataset
     workdir: Path  # run directory: checkpoints/, metrics.jsonl
     agent: Literal["mqe", "gcbc", "gciql"] = "mqe"  # algorithm
     preset: str = "ogbench_state"  # agent preset: ogbench_state, ogbench_pixel, bridge, sim, tiny
@@ -80,6 +80,10 @@ class TrainConfig:
     augment: Literal["auto", "none", "shift", "bridge"] = "auto"  # auto: shift (impala), bridge (resnet), none (states)
     augment_prob: float | None = None  # per-sample probability; None: 0.5 for shift, 1.0 for bridge
     action_dim: int | None = None  # expected action dimension; None accepts the data's
+    bridge_actions: Literal["reached", "commanded"] = "reached"  # BridgeData V2 (RLDS) only: relabel to the reached state's deltas (official loader, Octo; action_frame "measured") or keep the commands ("previous_target")
+    action_normalization: Literal["auto", "bounds_q99", "minmax"] = "auto"  # auto: bounds_q99 (1st-99th percentiles) for RLDS and LeRobot data, minmax otherwise
+    camera: str | None = None  # LeRobot data only: the image or video feature trained on; None: the first in meta/info.json
+    data_cache: Path | None = None  # where RLDS and LeRobot data are decoded to memory-mapped files; None: $MQE_DATA_CACHE or ~/.cache/mqe-deploy/data
     devices: int | None = None  # use the first N local devices; None: all
     data_workers: int = 2  # threads sampling batches
     prefetch: int = 2  # dispatches of batches prepared ahead on the device
@@ -162,7 +166,8 @@ def prepare_run(cfg: TrainConfig) -> RunSetup:
         expected_dim = len(metadata["action_stats"]["mean"])
     elif cfg.resume:
         logger.warning("--resume: no checkpoint in %s yet; starting a new run", ckpt_root)
-    data = prepare(cfg.data, cfg.image_size, expected_dim)
+    data = prepare(cfg.data, cfg.image_size, expected_dim, cfg.bridge_actions, cfg.action_normalization,
+                   cfg.data_cache, cfg.camera)
     if metadata is not None:
         where = steps[resume_step] / checkpoints.METADATA_FILE
         if metadata["dataset"]["fingerprint"] != data.info["fingerprint"]:
@@ -295,7 +300,7 @@ def train(cfg: TrainConfig, setup: RunSetup) -> Any:
     metadata = lambda step: checkpoints.build_metadata(  # noqa: E731
         agent=cfg.agent, config=config_to_json(setup.agent_config), step=step,
         action_stats=data.action_stats.to_json(), image=data.image, observation=data.observation,
-        dataset=data.info, num_seeds=cfg.num_seeds,
+        dataset=data.info, num_seeds=cfg.num_seeds, action_frame=data.action_frame,
         train={k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(cfg).items()})
     kind, prob = augmentation(cfg, setup.agent_config)
     train_step = make_train_step(kind, prob, cfg.num_seeds, parallel.mesh)

@@ -33,6 +33,7 @@ from server.episodes import EpisodeLog
 from server.goals import GoalCache
 from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from server.metrics import ServerMetrics
+from server.openpi_ws import add_openpi_route
 from server.settings import ServeSettings
 
 logger = logging.getLogger(__name__)
@@ -375,6 +376,7 @@ def create_app(settings: ServeSettings, loader: Loader = load_runtimes) -> Serve
 
     app.add_direct_post("/v1/act", act)
     app.add_direct_post("/v1/goals", upload_goal)
+    add_openpi_route(app)  # openpi-client's websocket protocol at /
 
     # ------------------------------------------------------------------ probes and metadata
 

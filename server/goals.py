@@ -6,11 +6,11 @@ in memory, so after a restart every id is unknown and clients upload their goal 
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import secrets
 import threading
 
+import cachetools
 import numpy as np
 
 from mqe_client.protocol import ErrorCode, ProtocolError
@@ -25,19 +25,36 @@ class CachedGoal:
     array: np.ndarray  # the goal as the policy's act function takes it
 
 
+class _CountingLRU(cachetools.LRUCache):
+    """cachetools' LRU, counting what it evicts."""
+
+    def __init__(self, maxsize: int):
+        super().__init__(maxsize)
+        self.evictions = 0
+
+    def popitem(self):
+        """Evict the least recently used entry (cachetools calls this when full)."""
+        self.evictions += 1
+        return super().popitem()
+
+
 class GoalCache:
-    """Thread-safe LRU of `CachedGoal` by goal_id."""
+    """Thread-safe LRU of `CachedGoal` by goal_id (cachetools' LRUCache under a lock)."""
 
     def __init__(self, max_entries: int):
         self.max_entries = max_entries
-        self._entries: collections.OrderedDict[str, CachedGoal] = collections.OrderedDict()
+        self._entries = _CountingLRU(max_entries)
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
-        self.evictions = 0
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @property
+    def evictions(self) -> int:
+        """Goals dropped to make room since the start."""
+        return self._entries.evictions
 
     def put(self, policy: str, fingerprint: str, array: np.ndarray) -> str:
         """Store a goal; returns its new id."""
@@ -46,19 +63,15 @@ class GoalCache:
         array.setflags(write=False)
         with self._lock:
             self._entries[goal_id] = CachedGoal(policy, fingerprint, array)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
-                self.evictions += 1
         return goal_id
 
     def get(self, goal_id: str, policy: str) -> np.ndarray:
         """The goal array for `policy`; ProtocolError unknown_goal (404) or invalid_value (422)."""
         with self._lock:
-            entry = self._entries.get(goal_id)
+            entry = self._entries.get(goal_id)  # a hit marks the entry most recently used
             if entry is None:
                 self.misses += 1
             else:
-                self._entries.move_to_end(goal_id)
                 self.hits += 1
         if entry is None:
             raise ProtocolError(ErrorCode.UNKNOWN_GOAL,

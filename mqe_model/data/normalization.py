@@ -1,10 +1,15 @@
 """Action normalization: statistics computed from the data, stored in the checkpoint.
 
-Scheme "minmax": per dimension, center c = (low + high) / 2 and half range h = (high - low) / 2
-from the data's minimum and maximum; training sees clip((a - c) / h, -1, 1), which is in [-1, 1]
-like the actors' clipped outputs. The inverse c + h * x is exact for every x in [-1, 1], so every
-action of the data round-trips. A dimension that never changes (h = 0) trains on 0 and is restored
-to its constant. Mean and standard deviation are stored too, for inspection only.
+Per dimension, center c = (low + high) / 2 and half range h = (high - low) / 2; training sees
+clip((a - c) / h, -1, 1), which is in [-1, 1] like the actors' clipped outputs, and the policy
+answers c + h * x. A dimension that never changes (h = 0) trains on 0 and is restored to its
+constant. Mean and standard deviation are stored too, for inspection only. `low` and `high` by scheme:
+
+- "minmax": the data's minimum and maximum; every action of the data round-trips exactly.
+- "bounds_q99": the 1st and 99th percentiles (numpy's linear quantiles), Octo's `bounds_q99`, so a
+  few teleoperation outliers do not squeeze the rest of the actions into a sliver of [-1, 1];
+  actions beyond them are clipped. A dimension whose percentiles coincide while it still varies
+  (a gripper closed in under 1 % of the steps) takes its minimum and maximum instead.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-SCHEME = "minmax"
+SCHEMES = ("minmax", "bounds_q99")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,16 +28,16 @@ class ActionStats:
 
     mean: tuple[float, ...]  # mean action
     std: tuple[float, ...]  # standard deviation (informational)
-    low: tuple[float, ...]  # minimum over the data: maps to -1
-    high: tuple[float, ...]  # maximum over the data: maps to +1
-    scheme: str = SCHEME  # normalization scheme, see the module docstring
+    low: tuple[float, ...]  # maps to -1: the minimum ("minmax") or the 1st percentile ("bounds_q99")
+    high: tuple[float, ...]  # maps to +1: the maximum or the 99th percentile
+    scheme: str = "minmax"  # normalization scheme, one of SCHEMES (module docstring)
 
     def __post_init__(self) -> None:
         dims = {len(self.mean), len(self.std), len(self.low), len(self.high)}
         if len(dims) != 1:
             raise ValueError(f"action stats disagree on the dimension: {sorted(dims)}")
-        if self.scheme != SCHEME:
-            raise ValueError(f"unknown action normalization scheme {self.scheme!r}; expected {SCHEME!r}")
+        if self.scheme not in SCHEMES:
+            raise ValueError(f"unknown action normalization scheme {self.scheme!r}; expected one of {SCHEMES}")
         if any(lo > hi for lo, hi in zip(self.low, self.high, strict=True)):
             raise ValueError("action stats have low > high")
 
@@ -42,14 +47,19 @@ class ActionStats:
         return len(self.mean)
 
     @classmethod
-    def from_actions(cls, actions: np.ndarray) -> ActionStats:
-        """Statistics of an (N, A) array of actions."""
+    def from_actions(cls, actions: np.ndarray, scheme: str = "minmax") -> ActionStats:
+        """Statistics of an (N, A) array of actions under `scheme`."""
+        if scheme not in SCHEMES:
+            raise ValueError(f"unknown action normalization scheme {scheme!r}; expected one of {SCHEMES}")
         a = np.asarray(actions, np.float64)
+        low, high = a.min(0), a.max(0)
+        if scheme == "bounds_q99":
+            q01, q99 = np.quantile(a, [0.01, 0.99], axis=0)
+            spread = q99 > q01
+            low, high = np.where(spread, q01, low), np.where(spread, q99, high)
         as_tuple = lambda x: tuple(float(v) for v in x)  # noqa: E731
-        return cls(
-            mean=as_tuple(a.mean(0)), std=as_tuple(a.std(0)), low=as_tuple(a.min(0)),
-            high=as_tuple(a.max(0)),
-        )
+        return cls(mean=as_tuple(a.mean(0)), std=as_tuple(a.std(0)), low=as_tuple(low),
+                   high=as_tuple(high), scheme=scheme)
 
     def to_json(self) -> dict[str, Any]:
         """The `action_stats` field of checkpoint metadata."""

@@ -25,6 +25,8 @@ ACTION_FRAMES = ("measured", "previous_target")
 logger = logging.getLogger(__name__)
 
 RESIZE_METHOD = "area"
+ACTION_FRAMES = ("measured", "previous_target")  # what a delta action is relative to (docs/dataset_format.md)
+ROBUST_FORMATS = ("rlds", "lerobot")  # teleoperated data: "auto" normalization takes percentiles
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,31 +38,44 @@ class PreparedData:
     image: dict[str, Any] | None  # {"height", "width", "resize"} or None for states
     observation: dict[str, Any]  # {"shape", "dtype"} as the network sees it
     info: dict[str, Any]  # {"path", "format", "fingerprint", "num_transitions"[, "action_names", "control_hz"]}
+    action_frame: str  # "measured": deltas from the pose reached; "previous_target": from the last command
 
 
 def detect_format(path: Path) -> str:
-    """'ogbench_npz', 'canonical' or 'rlds' from what is on disk."""
+    """'ogbench_npz', 'canonical', 'rlds' or 'lerobot' from what is on disk."""
     if path.is_dir():
         if (path / METADATA_FILE).is_file():
             return "canonical"
         if (path / "dataset_info.json").is_file() or any(path.glob("*.tfrecord*")):
             return "rlds"
+        if (path / "meta" / "info.json").is_file():
+            return "lerobot"
     return "canonical" if path.is_dir() else "ogbench_npz"
 
 
-def load_any(path: str | Path, image_size: int | None = None) -> tuple[Dataset, str]:
+def load_any(path: str | Path, image_size: int | None = None, bridge_actions: str = "reached",
+             cache_dir: Path | None = None, camera: str | None = None) -> tuple[Dataset, str]:
     """Load any supported format; returns the canonical Dataset and the format name.
 
-    RLDS images are resized to `image_size` while decoding (the published 256 x 256 frames of
-    BridgeData V2 would not fit in memory otherwise); other formats are resized by `prepare`."""
+    RLDS and LeRobot images are resized to `image_size` while decoding, into a memory-mapped cache
+    (`mqe_model.data.stream`; `cache_dir` None: its default); other formats are resized by `prepare`."""
     path = Path(path)
     if not path.exists():
         raise DatasetError(f"{path}: no such file or directory")
     fmt = detect_format(path)
+    if fmt != "rlds" and bridge_actions != "reached":
+        raise DatasetError(f"{path}: --bridge-actions {bridge_actions} applies to BridgeData V2 (RLDS) only; "
+                           "drop it for this data")
+    if fmt != "lerobot" and camera is not None:
+        raise DatasetError(f"{path}: --camera applies to LeRobot datasets only; drop it for this data")
     if fmt == "rlds":
         from mqe_model.data.rlds import load_rlds
 
-        return load_rlds(path, image_size=image_size), fmt
+        return load_rlds(path, image_size=image_size, actions=bridge_actions, cache_dir=cache_dir), fmt
+    if fmt == "lerobot":
+        from mqe_model.data.lerobot import load_lerobot
+
+        return load_lerobot(path, image_size=image_size, camera=camera, cache_dir=cache_dir), fmt
     return load_dataset(path), fmt
 
 
@@ -75,16 +90,21 @@ def fingerprint(dataset: Dataset) -> str:
 
 
 def prepare(path: str | Path, image_size: int | None = None,
-            expected_action_dim: int | None = None) -> PreparedData:
-    """Load `path`, check it, resize images to `image_size` (None keeps them) and normalize actions."""
-    raw, fmt = load_any(path, image_size)
+            expected_action_dim: int | None = None, bridge_actions: str = "reached",
+            normalization: str = "auto", cache_dir: Path | None = None,
+            camera: str | None = None) -> PreparedData:
+    """Load `path`, check it, resize images to `image_size` (None keeps them) and normalize actions
+    (`normalization` "auto": "bounds_q99" for RLDS and LeRobot data, "minmax" for the rest)."""
+    raw, fmt = load_any(path, image_size, bridge_actions, cache_dir, camera)
     if expected_action_dim is not None and raw.action_dim != expected_action_dim:
         raise DatasetError(
             f"{path}: actions are {raw.action_dim}-d but the run expects {expected_action_dim}-d "
             "actions; use data recorded for the same robot, or start a new run"
         )
     digest = fingerprint(raw)
-    stats = ActionStats.from_actions(raw.actions)
+    if normalization == "auto":
+        normalization = "bounds_q99" if fmt in ROBUST_FORMATS else "minmax"
+    stats = ActionStats.from_actions(raw.actions, normalization)
     observations, image = raw.observations, None
     if observations.ndim == 4:
         height, width = (image_size, image_size) if image_size else observations.shape[1:3]
@@ -95,19 +115,31 @@ def prepare(path: str | Path, image_size: int | None = None,
         image = {"height": int(height), "width": int(width), "resize": RESIZE_METHOD}
     dataset = dataclasses.replace(raw, observations=observations,
                                   actions=stats.normalize(raw.actions))
+    fields = robot_fields(Path(path), fmt, raw.action_dim)
+    if fmt == "rlds":
+        from mqe_model.data.rlds import ACTION_FRAME
+
+        action_frame = ACTION_FRAME[bridge_actions]
+    else:
+        action_frame = fields.pop("action_frame", "measured")
     return PreparedData(
         dataset=dataset,
         action_stats=stats,
         image=image,
         observation={"shape": list(observations.shape[1:]), "dtype": str(observations.dtype)},
         info={"path": str(Path(path).absolute()), "format": fmt, "fingerprint": digest,
-              "num_transitions": int(raw.size), **robot_fields(Path(path), fmt, raw.action_dim)},
+              "num_transitions": int(raw.size), **fields},
+        action_frame=action_frame,
     )
 
 
 def robot_fields(path: Path, fmt: str, action_dim: int) -> dict[str, Any]:
-    """`action_names`, `control_hz` and `action_frame` where a canonical dataset declares them, so that
-    the checkpoint (and the server's /v1/metadata) carries them; {} for sources that do not."""
+    """`action_names`, `control_hz` and `action_frame` where a canonical or LeRobot dataset declares
+    them, so that the checkpoint (and the server's /v1/metadata) carries them; {} for sources that do not."""
+    if fmt == "lerobot":
+        from mqe_model.data.lerobot import robot_fields as lerobot_fields
+
+        return lerobot_fields(path, action_dim)
     if fmt != "canonical":
         return {}
     meta_path = path / METADATA_FILE

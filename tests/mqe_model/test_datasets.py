@@ -1,13 +1,15 @@
-"""Every data format to a training-ready dataset: OGBench .npz, canonical directories, RLDS."""
+"""Every data format to a training-ready dataset: OGBench .npz, canonical directories, RLDS (more in
+test_bridge_data.py), LeRobot (test_lerobot.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from lerobot_helpers import synthetic_episodes, write_dataset
+from rlds_helpers import bridge_episodes, write_bridge_dir
 from train_helpers import TMP, run_args, write_image_dataset, write_state_npz
 
 from mqe_model import train
-from mqe_model.data import rlds
 from mqe_model.data.dataset import DatasetError
 from mqe_model.data.normalization import ActionStats
 from mqe_model.data.prepare import fingerprint, prepare
@@ -23,6 +25,24 @@ def test_normalization_round_trips_and_handles_constant_dimensions():
     np.testing.assert_array_equal(normalized[:, 2], 0)
     np.testing.assert_allclose(stats.unnormalize(np.full(3, 7.0)), stats.high, rtol=1e-6)  # clipped
     assert ActionStats.from_json(stats.to_json()) == stats
+
+
+def test_bounds_q99_takes_numpys_percentiles_and_minmax_where_they_coincide():
+    rng = np.random.default_rng(0)
+    actions = rng.normal(size=(1000, 3)).astype(np.float32)
+    actions[:5, 0] = 40.0  # teleoperation outliers
+    actions[:, 2] = 0.0
+    actions[:3, 2] = 1.0  # a gripper closed in 0.3 % of the steps
+    stats = ActionStats.from_actions(actions, "bounds_q99")
+    q01, q99 = np.quantile(actions.astype(np.float64), [0.01, 0.99], axis=0)
+    assert stats.low[:2] == tuple(q01[:2]) and stats.high[:2] == tuple(q99[:2])
+    assert (stats.low[2], stats.high[2]) == (0.0, 1.0)
+    normalized = stats.normalize(actions)
+    assert np.all(normalized[:5, 0] == 1.0) and np.abs(normalized).max() <= 1
+    assert np.mean(np.abs(normalized[:, 1]) < 0.5) > 0.3  # not squeezed by the outliers
+    assert ActionStats.from_json(stats.to_json()) == stats
+    with pytest.raises(ValueError, match="unknown action normalization scheme 'q95'"):
+        ActionStats.from_actions(actions, "q95")
 
 
 def test_npz_is_prepared_and_fingerprinted(tmp_path):
@@ -43,43 +63,19 @@ def test_canonical_images_are_resized_with_the_checkpoint_spec(tmp_path):
     assert data.observation == {"shape": [16, 16, 3], "dtype": "uint8"}
 
 
-def _rlds_dir(root, episodes=3, length=6, size=24):
-    rng = np.random.default_rng(0)
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "dataset_info.json").write_text('{"name": "bridge_dataset"}')
-    eps = [{"images": rng.integers(0, 256, size=(length, size, size, 3), dtype=np.uint8),
-            "actions": rng.normal(size=(length, 7)).astype(np.float32)} for _ in range(episodes)]
-    rlds.write_episodes(root / "bridge_dataset-train.tfrecord-00000-of-00001", eps)
-    return root, eps
-
-
-def test_rlds_round_trip(tmp_path):
-    root, eps = _rlds_dir(tmp_path / "bridge")
-    data = prepare(root)
-    assert data.info["format"] == "rlds" and data.dataset.size == 18
-    np.testing.assert_array_equal(data.dataset.observations[6:12], eps[1]["images"])
-    raw = np.concatenate([e["actions"] for e in eps])
-    np.testing.assert_allclose(data.action_stats.unnormalize(data.dataset.actions), raw, atol=1e-5)
-    assert list(np.flatnonzero(data.dataset.terminals)) == [5, 11, 17]
-
-
-def test_rlds_corrupt_file_is_named(tmp_path):
-    root, _ = _rlds_dir(tmp_path / "bridge")
-    path = next(root.glob("*.tfrecord*"))
-    path.write_bytes(path.read_bytes()[:-10])
-    with pytest.raises(DatasetError, match="truncated TFRecord"):
-        prepare(root)
-
-
-@pytest.mark.parametrize("fmt", ["canonical", "rlds"])
+@pytest.mark.parametrize("fmt", ["canonical", "rlds", "lerobot"])
 def test_image_data_trains_gcbc_to_a_checkpoint(fmt):
-    data = write_image_dataset(TMP / "img-canonical") if fmt == "canonical" else _rlds_dir(TMP / "img-rlds")[0]
+    data = {"canonical": lambda: write_image_dataset(TMP / "img-canonical"),
+            "rlds": lambda: write_bridge_dir(TMP / "img-rlds", bridge_episodes(3, 7, 24)),
+            "lerobot": lambda: write_dataset(TMP / "img-lerobot", synthetic_episodes(height=24, width=24))}[fmt]()
     workdir = TMP / f"img-run-{fmt}"
     args = run_args(workdir, data, "gcbc", 10, "--set", "encoder=impala_tiny", "batch_size=8",
                     "--image-size", "16")
     assert train.main(args) == 0
     policy = load_policy(workdir)
     assert policy.metadata["image"]["height"] == 16 and policy.observation_shape == (16, 16, 3)
+    assert policy.metadata["action_frame"] == "measured"
+    assert policy.action_stats.scheme == ("minmax" if fmt == "canonical" else "bounds_q99")
     images = np.zeros((2, 16, 16, 3), np.uint8)
     actions, _ = policy.act_fn(policy.params, images, images)
     assert actions.shape == (2, 7)

@@ -1,5 +1,7 @@
 """Action bounds, workspace clipping, the sticky gripper and pose helpers shared with the real robot."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -46,6 +48,23 @@ def test_sticky_gripper_needs_consistent_commands():
     assert g(0.49) == 0.0 and g(0.5) == 0.0 and g(0.5) == 1.0
     with pytest.raises(ValueError):
         safety.StickyGripper(consistent_steps=0)
+
+
+def test_rotations_are_the_extrinsic_xyz_convention_by_hand():
+    r, p, y = 0.3, -0.7, 1.9
+    rx = np.array([[1, 0, 0], [0, np.cos(r), -np.sin(r)], [0, np.sin(r), np.cos(r)]])
+    ry = np.array([[np.cos(p), 0, np.sin(p)], [0, 1, 0], [-np.sin(p), 0, np.cos(p)]])
+    rz = np.array([[np.cos(y), -np.sin(y), 0], [np.sin(y), np.cos(y), 0], [0, 0, 1]])
+    np.testing.assert_allclose(rpy_to_matrix([r, p, y]), rz @ ry @ rx, atol=1e-15)
+    axis = np.array([1.0, 2.0, -2.0]) / 3.0
+    k = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+    rodrigues = np.eye(3) + np.sin(0.8) * k + (1 - np.cos(0.8)) * k @ k
+    np.testing.assert_allclose(rotvec_to_matrix(0.8 * axis), rodrigues, atol=1e-15)
+    # gimbal lock: yaw is 0 and roll carries roll - yaw, without a warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        locked = matrix_to_rpy(rpy_to_matrix([0.5, np.pi / 2, 0.2]))
+    np.testing.assert_allclose(locked, [0.3, np.pi / 2, 0.0], atol=1e-7)
 
 
 def test_rotation_round_trips():

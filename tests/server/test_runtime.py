@@ -245,3 +245,13 @@ def test_weights_live_in_the_layout_every_executable_was_compiled_for(image_ckpt
     np.testing.assert_allclose(codes, codes_of(plain, goals), rtol=1e-5, atol=1e-6)
     for got, want in zip(chosen.act_batch(obs, codes), plain.act_batch(obs, codes), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_checkpoint_without_action_frame_reports_measured():
+    import json
+
+    from mqe_model.demo import DEMO_CHECKPOINT, demo_step_dir
+
+    metadata = json.loads((demo_step_dir() / "metadata" / "metadata").read_text())
+    assert "action_frame" not in metadata  # the bundled demo policy predates the field
+    assert PolicyRuntime.load(DEMO_CHECKPOINT, buckets=(1,)).metadata["action_frame"] == "measured"

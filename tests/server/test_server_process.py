@@ -43,6 +43,7 @@ def test_probes_and_metadata(client, state_ckpt, image_ckpt):
     assert by_name["state"]["image"] is None and by_name["state"]["step"] == 30
     assert by_name["img"]["action_dim"] == 7 and len(by_name["img"]["action_low"]) == 7
     assert by_name["state"]["algorithm"] == "mqe" and by_name["state"]["has_distance"]
+    assert by_name["img"]["action_frame"] == by_name["state"]["action_frame"] == "measured"
 
 
 def test_act_equals_the_runtime_in_process(client, image_runtime):

@@ -2,9 +2,10 @@
 
 Bodies are MessagePack. A numpy array travels as the map
 `{"__ndarray__": True, "data": <bytes>, "dtype": "<numpy dtype str>", "shape": [...]}` with string
-keys. Never pickle: decoding builds arrays from raw bytes of a short list of plain numeric dtypes and
-nothing else. (openpi's clients pack arrays the same way but with bytes keys; the server speaks that
-on its own websocket route.)
+keys. openpi-client's msgpack_numpy packs the same fields under *bytes* keys (b"__ndarray__", ...),
+which this decoder does not read: openpi clients talk to the server's websocket endpoint
+(`server/openpi_ws.py`) instead. Never pickle: decoding builds arrays from raw bytes of a short list
+of plain numeric dtypes and nothing else.
 
 This module imports only numpy and msgpack, so the robot client uses the same definitions as the
 server without the training stack.
