@@ -93,11 +93,12 @@ def test_action_names_and_control_rate_travel_into_the_checkpoint_metadata(tmp_p
     names = ["dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper"]
     root = _declare(write_image_dataset(tmp_path / "named"), action_names=names, control_hz=5,
                     action_frame="previous_target")
-    info = prepare(root).info
-    assert info["action_names"] == names and info["control_hz"] == 5.0
-    assert info["action_frame"] == "previous_target"
-    plain = prepare(write_image_dataset(tmp_path / "plain")).info
-    assert "action_names" not in plain and "control_hz" not in plain and "action_frame" not in plain
+    named = prepare(root)
+    assert named.info["action_names"] == names and named.info["control_hz"] == 5.0
+    assert named.action_frame == "previous_target"  # the checkpoint's top-level field (mqe-train)
+    plain = prepare(write_image_dataset(tmp_path / "plain"))
+    assert "action_names" not in plain.info and "control_hz" not in plain.info
+    assert plain.action_frame == "measured"
 
 
 def test_the_dataset_action_frames_are_the_ones_the_robot_client_applies():

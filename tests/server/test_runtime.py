@@ -111,7 +111,7 @@ def test_state_policy(state_runtime):
 
 def test_metadata_reports_what_the_training_actions_were_added_to(state_runtime, monkeypatch):
     assert state_runtime.metadata["action_frame"] == "measured"  # a dataset that does not say
-    monkeypatch.setitem(state_runtime.policy.metadata["dataset"], "action_frame", "previous_target")
+    monkeypatch.setitem(state_runtime.policy.metadata, "action_frame", "previous_target")
     assert state_runtime.metadata["action_frame"] == "previous_target"
 
 
