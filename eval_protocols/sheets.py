@@ -235,7 +235,7 @@ def _parse_sheet(data: bytes, path: Path, tasks: Mapping[str, Task]) -> tuple[li
         if len(cells) != len(header):
             raise SheetError(f"{where}: {len(cells)} fields, the header has {len(header)}; "
                              "a truncated or mis-quoted line? Fix or delete it")
-        rows.append(parse_row(dict(zip(header, cells, strict=True)), tasks, where, source=path, line=line))
+        rows.append(parse_row(dict(zip(header, cells)), tasks, where, source=path, line=line))
     check_duplicates(rows)
     return header, rows
 

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
+import sys
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the robot client on the Pythons of ROS Noetic and Humble
+    import tomli as tomllib
 
 BUILTIN_TASKS = Path(__file__).with_name("tasks.toml")
 TASKS_ENV = "MQE_TASKS"  # colon-separated extra TOML files with more task tables

@@ -11,6 +11,7 @@ import abc
 import logging
 import threading
 import time
+from typing import Optional, Tuple, Union
 
 import numpy as np
 
@@ -23,6 +24,8 @@ class CameraError(RuntimeError):
 
 class Camera(abc.ABC):
     """A source of RGB uint8 frames with their age."""
+
+    frame_shape: Optional[Tuple[int, int]] = None  # (height, width) every frame must have; None: any
 
     @abc.abstractmethod
     def connect(self) -> None:
@@ -44,18 +47,26 @@ class Camera(abc.ABC):
         self.close()
 
 
-def parse_camera_source(source: str) -> int | str:
+def parse_camera_source(source: str) -> Union[int, str]:
     """'0' -> 0 (an OpenCV index); anything else (a /dev path, a URL, a file) stays a string."""
     return int(source) if source.strip().isdigit() else source
+
+
+def size_mismatch(source, shape: Tuple[int, ...], wanted: Tuple[int, int]) -> str:
+    """The line for a camera delivering `shape` frames instead of (height, width) `wanted`."""
+    return (f"camera {source!r} delivers {shape[1]}x{shape[0]} frames, not the {wanted[1]}x{wanted[0]} asked "
+            "for: pass --camera-width/--camera-height of a mode it has (`v4l2-ctl -d DEVICE "
+            "--list-formats-ext`), the training data's size where it has one")
 
 
 class OpenCVCamera(Camera):
     """A cv2.VideoCapture read by a background thread that keeps only the newest frame."""
 
-    def __init__(self, source: int | str, width: int = 640, height: int = 480,
+    def __init__(self, source: Union[int, str], width: int = 640, height: int = 480,
                  first_frame_timeout_s: float = 5.0):
         self.source = source
         self.width, self.height = width, height
+        self.frame_shape = (height, width)
         self.first_frame_timeout_s = first_frame_timeout_s
         self._capture = None
         self._thread: threading.Thread | None = None
@@ -88,7 +99,12 @@ class OpenCVCamera(Camera):
                 self.close()
                 raise CameraError(f"camera {self.source!r} opened but gave no frame in "
                                   f"{self.first_frame_timeout_s:g} s")
-        logger.info("camera %r: %s frames", self.source, self._frame.shape)
+            shape = self._frame.shape
+        if shape[:2] != self.frame_shape:
+            self.close()
+            # OpenCV ignores a size the device has no mode for and delivers another one
+            raise CameraError(size_mismatch(self.source, shape, self.frame_shape))
+        logger.info("camera %r: %s frames", self.source, shape)
 
     def _read_forever(self) -> None:
         import cv2

@@ -1,11 +1,14 @@
 """The control loop: absolute deadlines, a server deadline per step, the safety path, the watchdog.
 
-Each period: take the newest camera frame, send it (resized to the policy's size) to /v1/act on a
-worker thread, wait for the answer at most until the dispatch deadline, then
-    raw action -> reject NaN/inf -> clip_action -> target_pose (workspace clip) -> sticky gripper
-    -> robot.apply.
+Each period: observe the arm, take the newest camera frame, check for faults (the robot's own:
+driver, efforts, motor errors; the camera's: a frame too old or of the wrong size), send the frame
+(resized to the policy's size) to /v1/act on a worker thread, wait for the answer at most until the
+dispatch deadline, then
+    raw action -> reject NaN/inf -> clip_action -> target_pose (from the measured pose, or from the
+    previous target as Bridge's controller integrates; workspace clip) -> sticky gripper -> robot.apply.
 No valid answer in time (late, unreachable, stale seq, malformed, non-finite) means the arm holds
-for that step; K such steps in a row abort the trial. Everything is counted and logged per step.
+for that step; K such steps in a row abort the trial. A fault aborts at once. Everything is counted
+and logged per step.
 
 Lockstep (the twin only): no wall clock at all. Each step waits for the server's answer (at most
 the request deadline), then steps the twin by one period of simulated time, so a trial runs as
@@ -21,14 +24,14 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 
 from mqe_client.client import PolicyClient, ServerError
 from mqe_client.images import preprocess_image
 from robot_client import safety
-from robot_client.camera import Camera
+from robot_client.camera import Camera, size_mismatch
 from robot_client.records import TrialRecord
 from robot_client.robots.base import Robot
 from robot_client.transforms import matrix_to_rpy
@@ -55,6 +58,12 @@ class LoopSettings:
     abort_pose: str = "reset"  # after an abort: "reset" moves to the safe pose, "hold" stays
     dispatch_margin_s: float = 0.03  # s kept free at the end of a period for the safety path and apply
     lockstep: bool = False  # sim only: no pacing; wait for each answer (request_deadline_s), then step
+    max_frame_age_s: float = 0.5  # s, a camera frame older than this aborts the trial
+    action_frame: str = "measured"  # what an action's delta adds to: "measured" pose or "previous_target"
+
+    def __post_init__(self) -> None:
+        if self.action_frame not in safety.ACTION_FRAMES:
+            raise ValueError(f"action_frame {self.action_frame!r} must be one of {safety.ACTION_FRAMES}")
 
     @property
     def period_s(self) -> float:
@@ -78,6 +87,7 @@ class Counters:
     deadline_misses: int = 0  # steps that overran their period
     ik_failures: int = 0
     goal_reuploads: int = 0
+    lead_clipped: int = 0  # previous targets pulled back towards the measured pose (previous_target frame)
     longest_failure_run: int = 0
 
 
@@ -93,7 +103,7 @@ class TrialOutcome:
 
 
 def executed_delta(current: np.ndarray, target: np.ndarray, gripper: float) -> np.ndarray:
-    """The 7-d action actually commanded: target minus current pose, and the gripper sent."""
+    """The 7-d action actually commanded: target minus the pose it was added to, and the gripper sent."""
     out = np.empty(7)
     out[:3] = target[:3, 3] - current[:3, 3]
     out[3:6] = matrix_to_rpy(target[:3, :3] @ current[:3, :3].T)
@@ -117,9 +127,11 @@ class ControlLoop:
         self.stop_event = stop_event or threading.Event()
         self.on_step = on_step
         self.sticky = safety.StickyGripper(settings.sticky_steps)
+        self._target: Optional[np.ndarray] = None  # the last target the arm took (previous_target frame)
 
     def _hold(self, counters: Counters) -> None:
         counters.holds += 1
+        self._target = None  # the arm is told to stay where it is: that is the next delta's origin
         if not self.s.dry_run:
             self.robot.hold()
 
@@ -129,8 +141,10 @@ class ControlLoop:
         self.sticky.reset(self.robot.observe().gripper)
         status, reason, last_distance = "completed", None, None
         interrupted = False
+        self._target = None
         try:
             status, reason, last_distance = self._steps(record, episode_id, c)
+            interrupted = status == "aborted" and bool(getattr(self.stop_event, "interrupted", False))
         except KeyboardInterrupt:
             self._hold(c)  # first thing: stop the arm
             status, reason, interrupted = "aborted", "operator stop (Ctrl-C)", True
@@ -159,7 +173,21 @@ class ControlLoop:
             time.sleep(0)  # yields the CPU and the GIL (camera, video and request threads run)
         return self.stop_event.is_set()
 
-    def _steps(self, record: TrialRecord, episode_id: str, c: Counters) -> tuple[str, str | None, float | None]:
+    def _fault(self, frame: np.ndarray, frame_age: float) -> Optional[str]:
+        """The first reason to end the trial now (robot or camera), as one line; None if none."""
+        fault = self.robot.fault()
+        if fault is not None:
+            return fault
+        if frame_age > self.s.max_frame_age_s:
+            return (f"camera frame {frame_age * 1000:.0f} ms old (limit {self.s.max_frame_age_s * 1000:.0f} ms): "
+                    "the camera stalled or its cable is loose; check it (`v4l2-ctl --list-devices`), then rerun")
+        wanted = self.camera.frame_shape
+        if wanted is not None and frame.shape[:2] != wanted:
+            return size_mismatch(getattr(self.camera, "source", "camera"), frame.shape, wanted)
+        return None
+
+    def _steps(self, record: TrialRecord, episode_id: str,
+               c: Counters) -> Tuple[str, Optional[str], Optional[float]]:
         period = self.s.period_s
         lockstep = self.s.lockstep
         t0 = time.monotonic() + (0.0 if lockstep else 0.01)
@@ -170,7 +198,7 @@ class ControlLoop:
             deadline = t0 + slot * period
             if self.stop_event.is_set() if lockstep else self._wait_until(deadline):
                 self._hold(c)
-                return "aborted", "operator stop (e-stop key)", last_distance
+                return "aborted", getattr(self.stop_event, "reason", "operator stop (e-stop key)"), last_distance
             started = time.monotonic()
             flags: dict[str, bool] = {}
             if lockstep:  # t is the twin's clock (one period per step); wall_s the time really taken
@@ -187,6 +215,13 @@ class ControlLoop:
             observed = time.monotonic()
             rec.update(frame_age_ms=_ms(frame_age), observe_ms=_ms(observed - started),
                        ee_xyz=state.ee_pose[:3, 3].round(5).tolist())
+            fault = self._fault(frame, frame_age)
+            if fault is not None:
+                self._hold(c)
+                rec.update(flags={"fault": True, "held": True}, error=fault)
+                record.steps.write(rec)
+                c.steps += 1
+                return "aborted", fault, last_distance
 
             # -- request, bounded by the dispatch deadline
             if lockstep:
@@ -253,22 +288,33 @@ class ControlLoop:
                     c.clipped += 1
                     logger.info("step %d: action clipped to the per-step bounds: %s -> %s", step,
                                 np.round(raw, 4).tolist(), np.round(clipped, 4).tolist())
-                target = safety.target_pose(state.ee_pose, clipped)
-                if not np.allclose(target[:3, 3], state.ee_pose[:3, 3] + clipped[:3]):
+                origin = state.ee_pose
+                if self.s.action_frame == "previous_target" and self._target is not None:
+                    origin, pulled = safety.lead_limited(self._target, state.ee_pose)
+                    if pulled:
+                        flags["lead_clipped"] = True
+                        c.lead_clipped += 1
+                    rec["origin_xyz"] = origin[:3, 3].round(5).tolist()
+                target = safety.target_pose(origin, clipped)
+                if not np.allclose(target[:3, 3], origin[:3, 3] + clipped[:3]):
                     flags["workspace_clipped"] = True
                     c.workspace_clipped += 1
                     logger.info("step %d: target clipped to the workspace at %s", step,
                                 np.round(target[:3, 3], 4).tolist())
                 gripper = self.sticky(clipped[6])
-                executed = executed_delta(state.ee_pose, target, gripper)
+                executed = executed_delta(origin, target, gripper)
                 rec["executed_action"] = executed.round(6).tolist()
                 rec["target_xyz"] = target[:3, 3].round(5).tolist()
+                taken = True
                 if not self.s.dry_run:
                     applied = self.robot.apply(target, gripper)
                     c.actions_applied += 1
                     if applied.ik_failed:
                         flags["ik_failed"] = True
                         c.ik_failures += 1
+                        taken = False  # the arm kept its last target
+                if taken:
+                    self._target = target
             else:
                 failures_in_row += 1
                 c.longest_failure_run = max(c.longest_failure_run, failures_in_row)

@@ -24,8 +24,8 @@ import datetime
 import logging
 import os
 import subprocess
-import threading
 import uuid
+from typing import List, Optional
 
 import numpy as np
 
@@ -46,7 +46,7 @@ def client_version() -> str:
         return "source"
 
 
-def git_commit() -> str | None:
+def git_commit() -> Optional[str]:
     """HEAD of the checkout the client runs from, with '-dirty' if it has local changes."""
     root = Path(__file__).resolve().parents[1]
     try:
@@ -71,9 +71,10 @@ def load_goal(path: Path) -> np.ndarray:
     return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
 
 
-def build_robot(robot: str, camera: str | None, task: str, seed: int, robot_model: str = "wx250s",
-                moving_time_s: float = 0.2):
-    """The chosen backend and its camera (not yet connected)."""
+def build_robot(robot: str, camera: Optional[str], task: str, seed: int, widowx=None,
+                camera_size: tuple = (640, 480)):
+    """The chosen backend and its camera (not yet connected); `widowx` is the WidowX's settings
+    (WidowXSettings; None: the defaults), `camera_size` the (width, height) asked of the camera."""
     if robot == "sim":
         from robot_client.robots.sim import WidowXSim
         from robot_client.sim.scoring import SCORED_TASKS
@@ -83,9 +84,11 @@ def build_robot(robot: str, camera: str | None, task: str, seed: int, robot_mode
         sim = WidowXSim(task=task, seed=seed)
         return sim, sim.camera
     from robot_client.camera import OpenCVCamera, parse_camera_source
-    from robot_client.robots.widowx import WidowXInterbotix
+    from robot_client.robots.widowx import WidowXInterbotix, WidowXSettings
 
-    return WidowXInterbotix(robot_model, moving_time_s), OpenCVCamera(parse_camera_source(camera))
+    width, height = camera_size
+    return (WidowXInterbotix(widowx or WidowXSettings()),
+            OpenCVCamera(parse_camera_source(camera), width=width, height=height))
 
 
 def _connect(robot, camera) -> None:
@@ -114,6 +117,7 @@ def run_trials(cfg: ClientConfig) -> int:
     from robot_client import operator, safety
     from robot_client.loop import ControlLoop, LoopSettings
     from robot_client.records import TrialRecord, new_trial_dir
+    from robot_client.safety import policy_action_frame
 
     try:
         task = get_task(cfg.task)
@@ -133,6 +137,14 @@ def run_trials(cfg: ClientConfig) -> int:
             raise ClientError(f"refusing to move the robot: {e}") from None
         if info.control_hz is not None and abs(info.control_hz - cfg.hz) > 1e-6:
             logger.warning("policy '%s' was trained at %g Hz; running at --hz %g", info.name, info.control_hz, cfg.hz)
+        try:
+            trained_frame = policy_action_frame(info.raw)
+        except ValueError as e:
+            raise ClientError(f"refusing to move the robot: {e}") from None
+        action_frame = trained_frame if cfg.action_frame == "policy" else cfg.action_frame
+        if action_frame != trained_frame:
+            logger.warning("policy '%s' was trained on actions added to the %s pose; --action-frame %s adds "
+                           "them to the %s pose", info.name, trained_frame, cfg.action_frame, action_frame)
         if not client.ready():
             raise ClientError(f"server {cfg.server} is not ready (GET /readyz): wait until it has loaded")
         if cfg.show:
@@ -141,23 +153,29 @@ def run_trials(cfg: ClientConfig) -> int:
             view = LiveView()
         else:
             view = None
-        moving_time = cfg.moving_time_s or cfg.period_s
-        robot, camera = build_robot(cfg.robot, cfg.camera, task.name, cfg.seed, cfg.robot_model, moving_time)
+        robot, camera = build_robot(cfg.robot, cfg.camera, task.name, cfg.seed,
+                                    cfg.widowx_settings() if cfg.robot == "widowx" else None,
+                                    (cfg.camera_width, cfg.camera_height))
         _connect(robot, camera)
         date = datetime.date.today()
         sheet = cfg.sheet or cfg.out / date.isoformat() / "sheet.csv"
         settings = LoopSettings(hz=cfg.hz, max_steps=cfg.max_steps, request_deadline_s=cfg.request_deadline_s,
                                 max_consecutive_failures=cfg.max_consecutive_failures,
                                 sticky_steps=cfg.sticky_steps, dry_run=cfg.dry_run, abort_pose=cfg.abort_pose,
-                                lockstep=cfg.pace == "lockstep")
+                                lockstep=cfg.pace == "lockstep", max_frame_age_s=cfg.max_frame_age_s,
+                                action_frame=action_frame)
         base_meta = {
             "server": cfg.server, "server_metadata": meta, "policy": info.raw,
             "policy_fingerprint": info.fingerprint, "client_version": client_version(),
             "git_commit": git_commit(), "config": _config_for_meta(cfg), "operator": cfg.operator,
             "task": task.name, "max_points": task.max_points, "robot": cfg.robot, "hz": cfg.hz,
             "image_size": list(info.image_size), "dry_run": cfg.dry_run, "pace": cfg.pace,
+            "action_frame": action_frame, "policy_action_frame": trained_frame,
         }
+        ctrl_c = operator.CtrlC()
+        park = True
         try:
+            ctrl_c.__enter__()
             for i in range(cfg.trials):
                 if not cfg.no_prompt and not operator.confirm(
                         f"Trial {i + 1}/{cfg.trials} ({task.title}): set up the scene, then Enter to start "
@@ -180,19 +198,22 @@ def run_trials(cfg: ClientConfig) -> int:
                                                     "goal_source": str(cfg.goal) if cfg.goal else "sim"})
                 record.save_goal(goal)
                 record.start_video(camera, cfg.video_fps)
-                stop = threading.Event()
+                stop = operator.StopRequest()
                 loop = ControlLoop(robot, camera, client, settings, info.image_size, info.fingerprint, stop,
                                    on_step=view.update if view else None)
                 if view:
                     view.start_trial(goal)
                 logger.info("trial %d -> %s", n, trial_dir)
                 outcome = None
+                ctrl_c.arm(stop)
                 try:
                     with operator.estop_listener(stop, enabled=not cfg.no_prompt):
                         outcome = loop.run(record, episode_id)
                 finally:
-                    if outcome is None:  # a fault in the client itself: the record still says so
-                        record.finish(status="aborted", reason="client error (see the log)")
+                    ctrl_c.arm(None)
+                    if outcome is None:  # Ctrl-C twice, or a fault in the client itself: the record says so
+                        record.finish(status="aborted",
+                                      reason=stop.reason if stop.interrupted else "client error (see the log)")
                 record.finish(status=outcome.status, reason=outcome.reason,
                               counters=dataclasses.asdict(outcome.counters), last_distance=outcome.last_distance,
                               goal_uploads=client.goal_uploads)
@@ -205,8 +226,12 @@ def run_trials(cfg: ClientConfig) -> int:
                     # nobody is asked before the next trial: Ctrl-C means stop the series
                     print(f"stopped after trial {n} (Ctrl-C); {cfg.trials - i - 1} trial(s) not run", flush=True)
                     break
+        except KeyboardInterrupt:
+            park = False  # Ctrl-C outside a trial, or twice: the arm stays held where it is
+            raise
         finally:
-            robot.__exit__(None, None, None)  # hold and release the arm whatever happened
+            ctrl_c.__exit__(None, None, None)
+            _shut_down(cfg, robot, park)
             if camera is not getattr(robot, "camera", None):
                 camera.close()
             if view:
@@ -214,6 +239,19 @@ def run_trials(cfg: ClientConfig) -> int:
     finally:
         client.close()
     return 0
+
+
+def _shut_down(cfg: ClientConfig, robot, park: bool) -> None:
+    """The sleep pose (if `park`, unless --shutdown-pose hold or a dry run), then hold and release
+    the arm whatever happened; Ctrl-C during the move holds the arm where it is."""
+    try:
+        if park and cfg.shutdown_pose == "sleep" and not cfg.dry_run and robot.is_connected:
+            print("moving the arm to its sleep pose (Ctrl-C holds it where it is)", flush=True)
+            robot.park()
+    except Exception:
+        logger.exception("moving to the sleep pose failed; the arm holds where it is")
+    finally:
+        robot.__exit__(None, None, None)
 
 
 def _score(cfg: ClientConfig, robot, task, record, policy: str, fingerprint: str, sheet: Path,
@@ -289,7 +327,7 @@ def capture_goal(cfg: CaptureGoalConfig) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Optional[List[str]] = None) -> int:
     """Console entry point (`mqe-robot`)."""
     import tyro
 

@@ -23,6 +23,13 @@ WORKSPACE_LOW = np.array([0.1, -0.15, -0.01])  # m, end-effector tip in the base
 WORKSPACE_HIGH = np.array([0.45, 0.25, 0.25])
 RESET_XYZ = np.array([0.3, 0.0, 0.15])  # m, gripper pointing down and open
 CONTROL_HZ = 5.0
+# What an action's delta is added to. "measured": the pose the arm is at (deltas relabelled to the
+# reached state); "previous_target": the target of the step before, as Bridge's controller adds its
+# commanded actions (the arm trails its target, so the same deltas then cover more ground).
+ACTION_FRAMES = ("measured", "previous_target")
+DEFAULT_ACTION_FRAME = "measured"  # checkpoints that do not say
+# m per axis the previous target may lead the measured tip: a blocked arm's target stops running away
+MAX_TARGET_LEAD_XYZ = 2 * MAX_DELTA_XYZ
 
 
 def clip_action(action: np.ndarray) -> np.ndarray:
@@ -57,6 +64,26 @@ def target_pose(current: np.ndarray, action: np.ndarray) -> np.ndarray:
     target[:3, :3] = rpy_to_matrix(action[3:6]) @ current[:3, :3]
     target[:3, 3] = clip_to_workspace(current[:3, 3] + action[:3])
     return target
+
+
+def lead_limited(previous_target: np.ndarray, measured: np.ndarray) -> tuple:
+    """(origin, pulled): the previous target with its lead over the measured tip clipped to
+    MAX_TARGET_LEAD_XYZ per axis, and whether that moved it. Orientation is kept as targeted."""
+    origin = np.array(previous_target, dtype=np.float64)
+    lead = origin[:3, 3] - measured[:3, 3]
+    limited = np.clip(lead, -MAX_TARGET_LEAD_XYZ, MAX_TARGET_LEAD_XYZ)
+    origin[:3, 3] = measured[:3, 3] + limited
+    return origin, bool(np.any(limited != lead))
+
+
+def policy_action_frame(entry: dict) -> str:
+    """The action frame a policy's /v1/metadata entry declares (its training data's convention);
+    "measured" when it declares none. ValueError for a value this client does not know."""
+    frame = entry.get("action_frame") or DEFAULT_ACTION_FRAME
+    if frame not in ACTION_FRAMES:
+        raise ValueError(f"policy '{entry.get('name')}' declares action_frame {frame!r}; this client applies "
+                         f"{' or '.join(ACTION_FRAMES)}: update mqe-deploy on the robot's computer")
+    return frame
 
 
 @dataclasses.dataclass

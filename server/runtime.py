@@ -251,6 +251,8 @@ class PolicyRuntime:
             "action_low": list(stats.low),
             "action_high": list(stats.high),
             "control_hz": meta.get("control_hz") or dataset.get("control_hz"),
+            # what the training actions' deltas were added to (robot_client.safety.ACTION_FRAMES)
+            "action_frame": meta.get("action_frame") or dataset.get("action_frame") or "measured",
             "has_distance": self.policy.has_distance,
             "batch_buckets": list(self.buckets),
             "config_name": getattr(self.policy.config, "name", None),

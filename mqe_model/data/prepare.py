@@ -15,6 +15,13 @@ from mqe_client.images import preprocess_images
 from mqe_model.data.dataset import METADATA_FILE, Dataset, DatasetError, load_dataset
 from mqe_model.data.normalization import ActionStats
 
+# What a dataset's action deltas were added to, as its dataset.json may declare (`action_frame`):
+# "measured" (the pose reached, e.g. Bridge relabelled to reached-state deltas) or "previous_target"
+# (Bridge's commanded actions, added to the controller's previous target). The robot client applies
+# the same convention (robot_client.safety.ACTION_FRAMES; a test keeps the two equal); no field
+# means "measured".
+ACTION_FRAMES = ("measured", "previous_target")
+
 logger = logging.getLogger(__name__)
 
 RESIZE_METHOD = "area"
@@ -99,8 +106,8 @@ def prepare(path: str | Path, image_size: int | None = None,
 
 
 def robot_fields(path: Path, fmt: str, action_dim: int) -> dict[str, Any]:
-    """`action_names` and `control_hz` where a canonical dataset declares them, so that the checkpoint
-    (and the server's /v1/metadata) carries them; {} for sources that do not."""
+    """`action_names`, `control_hz` and `action_frame` where a canonical dataset declares them, so that
+    the checkpoint (and the server's /v1/metadata) carries them; {} for sources that do not."""
     if fmt != "canonical":
         return {}
     meta_path = path / METADATA_FILE
@@ -117,4 +124,10 @@ def robot_fields(path: Path, fmt: str, action_dim: int) -> dict[str, Any]:
         if isinstance(hz, bool) or not isinstance(hz, int | float) or not hz > 0:
             raise DatasetError(f"{meta_path}: control_hz must be a positive number of Hz, got {hz!r}")
         fields["control_hz"] = float(hz)
+    frame = meta.get("action_frame")
+    if frame is not None:
+        if frame not in ACTION_FRAMES:
+            raise DatasetError(f"{meta_path}: action_frame must be one of {', '.join(ACTION_FRAMES)} (what each "
+                               f"action's delta was added to), got {frame!r}")
+        fields["action_frame"] = frame
     return fields

@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import logging
+from typing import Optional
 
 import numpy as np
 
@@ -70,7 +71,7 @@ class Robot(abc.ABC):
         """Stop where the arm is now: no further motion until the next apply()."""
 
     @abc.abstractmethod
-    def reset(self, seed: int | None = None) -> None:
+    def reset(self, seed: Optional[int] = None) -> None:
         """Move (blocking) to the reset pose, gripper down and open; the twin also resets its scene."""
 
     @abc.abstractmethod
@@ -79,6 +80,14 @@ class Robot(abc.ABC):
 
     def safe_pose(self) -> None:
         """Where the arm goes after an aborted trial; by default it keeps holding."""
+        self.hold()
+
+    def fault(self) -> Optional[str]:
+        """A hardware fault that must end the trial, as one line saying what to do; None if none."""
+        return None
+
+    def park(self) -> None:
+        """Where the arm rests when the client shuts down; by default it keeps holding."""
         self.hold()
 
     @property

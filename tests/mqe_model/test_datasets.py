@@ -95,17 +95,28 @@ def _declare(root, **fields):
 
 def test_action_names_and_control_rate_travel_into_the_checkpoint_metadata(tmp_path):
     names = ["dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper"]
-    root = _declare(write_image_dataset(tmp_path / "named"), action_names=names, control_hz=5)
+    root = _declare(write_image_dataset(tmp_path / "named"), action_names=names, control_hz=5,
+                    action_frame="previous_target")
     info = prepare(root).info
     assert info["action_names"] == names and info["control_hz"] == 5.0
+    assert info["action_frame"] == "previous_target"
     plain = prepare(write_image_dataset(tmp_path / "plain")).info
-    assert "action_names" not in plain and "control_hz" not in plain
+    assert "action_names" not in plain and "control_hz" not in plain and "action_frame" not in plain
+
+
+def test_the_dataset_action_frames_are_the_ones_the_robot_client_applies():
+    from mqe_model.data.prepare import ACTION_FRAMES
+    from robot_client.safety import ACTION_FRAMES as CLIENT_FRAMES
+    from robot_client.safety import DEFAULT_ACTION_FRAME
+
+    assert ACTION_FRAMES == CLIENT_FRAMES and DEFAULT_ACTION_FRAME == "measured"
 
 
 @pytest.mark.parametrize(("fields", "message"), [
     ({"action_names": ["dx", "dy"]}, "action_names must be a list of 7 strings"),
     ({"control_hz": 0}, "control_hz must be a positive number of Hz, got 0"),
     ({"control_hz": "5"}, "control_hz must be a positive number of Hz, got '5'"),
+    ({"action_frame": "target"}, "action_frame must be one of measured, previous_target .*, got 'target'"),
 ])
 def test_bad_robot_fields_are_refused_with_the_file(tmp_path, fields, message):
     root = _declare(write_image_dataset(tmp_path / "bad"), **fields)

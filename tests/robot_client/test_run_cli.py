@@ -90,6 +90,14 @@ def test_widowx_without_interbotix_is_one_line(tmp_path, capsys, mock_server, go
      "is for --robot sim only; drop --pace lockstep"),
     (["--pace", "lockstep", "--request-timeout-s", "500"], "must be in (0, 120] s with --pace lockstep"),
     (["--pace", "unpaced"], "unpaced"),
+    (["--robot", "widowx", "--camera", "0", "--goal", "g.png", "--robot-model", "px100"],
+     "--robot widowx: robot model 'px100' has no known reset joints; the client drives wx250s"),
+    (["--robot", "widowx", "--camera", "0", "--goal", "g.png", "--reset-time-s", "0.5"],
+     "--robot widowx: reset time 0.5 s must be >= 1 s"),
+    (["--robot", "widowx", "--camera", "0", "--goal", "g.png", "--effort-limits-ma", "1", "1", "1", "1", "1", "0"],
+     "must be 6 positive currents in mA"),
+    (["--max-frame-age-s", "0"], "--max-frame-age-s 0.0 must be > 0"),
+    (["--action-frame", "absolute"], "absolute"),
 ])
 def test_invalid_combinations_are_refused_at_parse_time(capsys, args, message):
     with pytest.raises(SystemExit) as e:

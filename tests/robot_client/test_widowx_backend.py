@@ -1,106 +1,47 @@
-"""The WidowX backend against fake `interbotix` modules injected into sys.modules (ROS 2 and ROS 1)."""
+"""The WidowX backend against the timing-aware fake Interbotix (ROS 2 and ROS 1 flavours)."""
 
 from __future__ import annotations
 
 import sys
-import threading
-import types
+import time
 
 import numpy as np
 import pytest
+from fake_interbotix import SLEEP, FakeWorld, VirtualClock, fk
+from reset_sweep import STEP_TIME_S, sweep
+from widowx_helpers import connected, install
 
-from robot_client import safety
-from robot_client.loop import ControlLoop, LoopSettings
-from robot_client.records import TrialRecord, read_steps
 from robot_client.robots import widowx
-from robot_client.robots.widowx import MISSING_INTERBOTIX, WidowXInterbotix, reset_pose_matrix
+from robot_client.robots.interbotix import driver_absent
+from robot_client.robots.widowx import (
+    MISSING_INTERBOTIX,
+    RESET_JOINTS,
+    WidowXInterbotix,
+    WidowXSettings,
+    reset_pose_matrix,
+)
 from robot_client.transforms import GRIPPER_DOWN
 
-UNREACHABLE_X = 0.40  # the fake arm's IK fails beyond this x, like a real target out of reach
 
+@pytest.fixture
+def world(request):
+    made = []
 
-class FakeGripper:
-    def __init__(self, calls: list, ros: int):
-        self.calls, self.ros = calls, ros
+    def make(**kwargs) -> FakeWorld:
+        made.append(FakeWorld(**kwargs))
+        return made[-1]
 
-    def __getattr__(self, name):
-        valid = {"grasp", "release"} if self.ros == 2 else {"close", "open"}
-        if name not in valid:
-            raise AttributeError(f"ROS {self.ros} gripper has no {name}()")
-        return lambda delay=1.0: self.calls.append((name, delay))
-
-
-class FakeArm:
-    def __init__(self, log: list):
-        self.log = log
-        self.pose = reset_pose_matrix()
-        self.group_info = types.SimpleNamespace(joint_names=["waist", "shoulder", "elbow", "forearm_roll",
-                                                             "wrist_angle", "wrist_rotate"])
-
-    def set_ee_pose_matrix(self, T_sd, custom_guess=None, execute=True, moving_time=None, accel_time=None,
-                           blocking=True):
-        self.log.append(("set_ee_pose_matrix", np.array(T_sd), moving_time, accel_time, blocking))
-        if T_sd[0, 3] > UNREACHABLE_X:
-            return None, False
-        self.pose = np.array(T_sd)
-        return [0.0] * 6, True
-
-    def get_ee_pose(self):
-        return self.pose.copy()
-
-    def get_joint_commands(self):
-        return [0.1] * 6
-
-    def set_joint_positions(self, joints, moving_time=None, accel_time=None, blocking=True):
-        self.log.append(("set_joint_positions", list(joints), blocking))
-
-    def go_to_home_pose(self):
-        self.log.append(("go_to_home_pose",))
-
-
-def install_fake_interbotix(monkeypatch, ros: int) -> dict:
-    """Put a fake Interbotix API for ROS `ros` into sys.modules; returns the call log."""
-    state = {"bots": [], "events": []}
-
-    class InterbotixManipulatorXS:
-        def __init__(self, robot_model, group_name="arm", gripper_name="gripper"):
-            state["bots"].append(self)
-            self.args = (robot_model, group_name, gripper_name)
-            self.log, self.gripper_calls = [], []
-            self.arm = FakeArm(self.log)
-            self.gripper = FakeGripper(self.gripper_calls, ros)
-            self.core = types.SimpleNamespace(joint_states=types.SimpleNamespace(
-                name=["waist", "shoulder", "elbow", "forearm_roll", "wrist_angle", "wrist_rotate", "gripper"],
-                position=[0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.02]))
-
-    def module(name: str, **attrs) -> types.ModuleType:
-        m = types.ModuleType(name)
-        m.__dict__.update(attrs)
-        monkeypatch.setitem(sys.modules, name, m)
-        return m
-
-    module("interbotix_xs_modules")
-    if ros == 2:
-        module("interbotix_xs_modules.xs_robot")
-        module("interbotix_xs_modules.xs_robot.arm", InterbotixManipulatorXS=InterbotixManipulatorXS)
-        module("interbotix_common_modules")
-        module("interbotix_common_modules.common_robot")
-        module("interbotix_common_modules.common_robot.robot",
-               robot_startup=lambda: state["events"].append("startup"),
-               robot_shutdown=lambda: state["events"].append("shutdown"))
-    else:
-        module("interbotix_xs_modules.xs_robot", )  # present but empty: the ROS 2 import must fail
-        module("interbotix_xs_modules.arm", InterbotixManipulatorXS=InterbotixManipulatorXS)
-    return state
+    yield make
+    for w in made:
+        w.close()
 
 
 def test_missing_interbotix_is_one_clear_line(monkeypatch):
     for name in [n for n in sys.modules if n.startswith("interbotix")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "interbotix_xs_modules", None)  # import fails, as when absent
-    robot = WidowXInterbotix()
     with pytest.raises(RuntimeError) as e:
-        robot.connect()
+        WidowXInterbotix().connect()
     assert str(e.value) == MISSING_INTERBOTIX
 
 
@@ -109,81 +50,137 @@ def test_methods_before_connect_say_what_to_do():
         WidowXInterbotix().observe()
 
 
+def test_settings_refuse_what_the_arm_cannot_do():
+    with pytest.raises(ValueError, match="robot model 'px100' has no known reset joints; the client drives wx250s"):
+        WidowXSettings(robot_model="px100")
+    with pytest.raises(ValueError, match="reset time 0.2 s must be >= 1 s"):
+        WidowXSettings(reset_time_s=0.2)
+
+
+def test_the_reset_joints_are_the_reset_pose_on_the_wx250s():
+    pose = fk(RESET_JOINTS["wx250s"])
+    assert np.allclose(pose[:3, 3], reset_pose_matrix()[:3, 3], atol=1e-4)
+    assert np.allclose(pose[:3, :3], GRIPPER_DOWN, atol=1e-4)
+
+
 @pytest.mark.parametrize("ros", [2, 1])
-def test_pose_matrices_gripper_calls_and_ik_failures(monkeypatch, ros):
-    state = install_fake_interbotix(monkeypatch, ros)
-    with WidowXInterbotix("wx250s", moving_time_s=0.2) as robot:
-        bot = state["bots"][0]
-        assert bot.args == ("wx250s", "arm", "gripper")
-        assert state["events"] == (["startup"] if ros == 2 else [])
-        robot.reset()
-        call = bot.log[-1]
-        assert call[0] == "set_ee_pose_matrix" and np.allclose(call[1], reset_pose_matrix()) and call[4] is True
-        open_name, close_name = ("release", "grasp") if ros == 2 else ("open", "close")
-        assert bot.gripper_calls == [(open_name, 0.0)]
-
-        target = np.eye(4)
-        target[:3, :3] = GRIPPER_DOWN
-        target[:3, 3] = [0.32, 0.01, 0.14]
-        result = robot.apply(target, 0.0)
-        name, sent, moving, accel, blocking = bot.log[-1]
-        assert name == "set_ee_pose_matrix" and np.array_equal(sent, target)
-        assert (moving, accel, blocking) == (0.2, 0.1, False)  # one period, non-blocking
-        assert not result.ik_failed
-        assert bot.gripper_calls[-1] == (close_name, 0.0)
-        robot.apply(target, 0.0)
-        assert len(bot.gripper_calls) == 2  # unchanged command: no new gripper call
-        assert np.allclose(robot.observe().ee_pose, target) and robot.observe().gripper == 0.0
-
-        far = target.copy()
-        far[0, 3] = 0.44
-        r1, r2 = robot.apply(far, 0.0), robot.apply(far, 1.0)
-        assert r1.ik_failed and r2.ik_failed and r2.ik_failures == 2 and robot.ik_failures == 2
-        assert bot.gripper_calls[-1] == (open_name, 0.0)
-
-        robot.hold()  # measured joints from the joint states, in the arm group's order
-        assert bot.log[-1] == ("set_joint_positions", [0.0, 0.1, 0.2, 0.3, 0.4, 0.5], False)
-        robot.reset()
-        assert robot.ik_failures == 0 and robot.ik_failures_total == 2
-    assert state["events"][-1:] == (["shutdown"] if ros == 2 else [])
+def test_ros_starts_without_its_signal_handlers(monkeypatch, world, ros):
+    w = world(ros=ros)
+    robot = connected(monkeypatch, w)
+    expected = "rclpy.init(SignalHandlerOptions.NO)" if ros == 2 else \
+        "rospy.init_node(mqe_robot_client, disable_signals=True)"
+    assert w.events[0] == expected and not w.context.signals_installed
+    assert w.bot.args == ("wx250s", "arm", "gripper")
+    robot.close()
+    assert w.events[-1:] == (["robot_shutdown"] if ros == 2 else [expected])
 
 
-class StillCamera:
-    """A camera that always shows the same 640x480 frame."""
-
-    def connect(self) -> None: ...
-
-    def frame(self):
-        return np.full((480, 640, 3), 90, np.uint8), 0.01
-
-    def close(self) -> None: ...
+def test_interbotix_left_to_itself_installs_the_handlers_the_client_avoids(monkeypatch, world):
+    """The fake bites: constructed the way Interbotix's own examples do, ROS takes SIGINT."""
+    w = world(ros=2)
+    install(monkeypatch, w)
+    w.manipulator("wx250s")
+    assert w.events[0] == "rclpy.init(None)" and w.context.signals_installed
 
 
-def test_loop_sends_only_bounded_pose_matrices_to_the_arm(monkeypatch, tmp_path, mock_server):
-    """Huge actions from the server: every matrix the arm gets is one clipped step inside the box."""
-    from mqe_client.client import PolicyClient, check_metadata
+@pytest.mark.parametrize("ros", [2, 1])
+def test_steps_seed_ik_with_the_measured_joints_and_never_block(monkeypatch, world, ros):
+    w = world(ros=ros, clock=VirtualClock())
+    robot = connected(monkeypatch, w)
+    robot.reset()
+    arm = w.bot.arm
+    assert arm.moving_time == STEP_TIME_S and arm.accel_time == STEP_TIME_S / 2  # the step's time is back
+    target = reset_pose_matrix()
+    target[:3, 3] += [0.02, 0.01, -0.01]
+    result = robot.apply(target, 0.0)
+    name, call = arm.log[-1]
+    assert name == "set_ee_pose_matrix" and call["ok"] and not result.ik_failed
+    assert np.array_equal(call["T"], target) and call["blocking"] is False
+    assert (call["moving_time"], call["accel_time"]) == (STEP_TIME_S, STEP_TIME_S / 2)
+    assert np.allclose(call["custom_guess"], w.driver.arm_positions(), atol=1e-6)
+    close_name, open_name = ("grasp", "release") if ros == 2 else ("close", "open")
+    assert w.bot.gripper.calls == [(open_name, 0.0), (close_name, 0.0)]
+    robot.apply(target, 0.0)
+    assert len(w.bot.gripper.calls) == 2  # an unchanged command sends nothing
+    w.clock.sleep(0.5)
+    assert np.allclose(robot.observe().ee_pose[:3, 3], target[:3, 3], atol=1e-3)
+    far = target.copy()
+    far[0, 3] = 0.7  # out of reach
+    r1, r2 = robot.apply(far, 0.0), robot.apply(far, 1.0)
+    assert r1.ik_failed and r2.ik_failed and r2.ik_failures == 2 == robot.ik_failures
+    robot.reset()
+    assert robot.ik_failures == 0 and robot.ik_failures_total == 2
 
-    state = install_fake_interbotix(monkeypatch, 2)
-    server = mock_server("--mode", "huge")
-    settings = LoopSettings(hz=10.0, max_steps=10, request_deadline_s=0.06)
-    with PolicyClient(server.url, timeout_s=0.06) as client, WidowXInterbotix() as robot:
-        info = check_metadata(client.metadata(), None, safety.ACTION_NAMES)
-        robot.reset()
-        client.set_goal(np.zeros((128, 128, 3), np.uint8), info.name)
-        record = TrialRecord(tmp_path, 1, {})
-        outcome = ControlLoop(robot, StillCamera(), client, settings, info.image_size, info.fingerprint,
-                              threading.Event()).run(record, "ep")
-        record.finish(status=outcome.status)
-    bot = state["bots"][0]
-    sent = [c[1] for c in bot.log if c[0] == "set_ee_pose_matrix" and c[4] is False]
-    assert len(sent) == outcome.counters.actions_applied >= 6
-    previous = reset_pose_matrix()
-    for T in sent:
-        assert np.all(np.abs(T[:3, 3] - previous[:3, 3]) <= safety.MAX_DELTA_XYZ + 1e-9)
-        assert np.all(T[:3, 3] >= safety.WORKSPACE_LOW - 1e-9) and np.all(T[:3, 3] <= safety.WORKSPACE_HIGH + 1e-9)
-        assert np.allclose(T[:3, :3] @ T[:3, :3].T, np.eye(3), atol=1e-9)  # a proper rotation
-        if T[0, 3] <= UNREACHABLE_X:  # the fake arm moved there
-            previous = T
-    steps = read_steps(tmp_path / "steps.jsonl")
-    assert sum(s["flags"].get("ik_failed", False) for s in steps) == outcome.counters.ik_failures
-    assert widowx.import_interbotix().ros_version == 2
+
+def test_resets_from_every_reachable_end_pose_succeed_where_the_old_ones_were_refused():
+    result = sweep(n=80, seed=1)
+    assert result.reachable >= 60
+    assert result.new_failed == 0
+    # the fake reproduces the old reset's failure: Interbotix checks its speed against 0.2 s
+    assert result.old_refused >= result.reachable // 2 and result.old_failed == result.old_refused
+    assert min(result.old_home_speeds) > 0 and max(result.old_home_speeds) > 3 * np.pi
+    assert result.new_dip_m < 0.01  # the joint-space route never dives towards the table
+
+
+def test_a_reset_sets_its_own_time_moves_in_joint_space_then_restores_the_step_time(monkeypatch, world):
+    w = world(clock=VirtualClock())
+    robot = connected(monkeypatch, w, reset_time_s=3.0)
+    start = w.clock.now()
+    robot.reset()
+    moves = [(name, call) for name, call in w.bot.arm.log if name in ("set_joint_positions", "set_ee_pose_matrix")]
+    (first, joint_move), (second, refine) = moves
+    assert first == "set_joint_positions" and joint_move["ok"] and joint_move["moving_time"] == 3.0
+    assert np.allclose(joint_move["positions"], RESET_JOINTS["wx250s"]) and joint_move["blocking"]
+    assert second == "set_ee_pose_matrix" and refine["ok"] and refine["blocking"]
+    assert np.allclose(refine["custom_guess"], RESET_JOINTS["wx250s"], atol=0.01)  # seeded where the arm is
+    assert w.clock.now() - start == pytest.approx(6.0)
+    assert w.bot.arm.moving_time == STEP_TIME_S and w.driver.profile_velocity_ms == 200
+
+
+def test_hold_of_an_arm_far_behind_its_command_is_accepted(monkeypatch, world):
+    w = world(clock=VirtualClock())
+    robot = connected(monkeypatch, w)
+    robot.reset()
+    w.driver.block("shoulder")  # an obstacle: the shoulder stops, its command runs on
+    arm = w.bot.arm
+    arm.set_trajectory_time(1.0, 0.25)
+    assert arm.set_joint_positions(np.add(arm.joint_commands, [0, 0.8, 0, 0, 0, 0]), moving_time=1.0)
+    measured = w.driver.arm_positions()
+    arm.set_trajectory_time(STEP_TIME_S, STEP_TIME_S / 2)
+    assert not arm._check_joint_limits(measured)  # a hold at the step's time: refused (0.8 rad in 0.2 s)
+    robot.hold()
+    name, call = arm.log[-1]
+    assert name == "set_joint_positions" and call["ok"] and np.allclose(call["positions"], measured)
+    assert arm.moving_time == STEP_TIME_S  # back to the step's time after the longer hold
+
+
+def test_park_goes_through_the_reset_configuration_to_the_sleep_pose(monkeypatch, world):
+    w = world(clock=VirtualClock(), lag_s=0.0)
+    robot = connected(monkeypatch, w)
+    robot.reset()
+    robot.park()
+    names = [name for name, _ in w.bot.arm.log][-2:]
+    assert names == ["set_joint_positions", "go_to_sleep_pose"]
+    assert w.bot.arm.log[-1][1]["moving_time"] == 2.0
+    assert np.allclose(w.driver.arm_positions(), SLEEP, atol=1e-3)
+
+
+@pytest.mark.parametrize("ros", [2, 1])
+def test_an_absent_driver_is_one_line_within_the_timeout(monkeypatch, world, ros):
+    w = world(ros=ros, driver_running=False, service_wait_s=0.2)
+    install(monkeypatch, w)
+    robot = WidowXInterbotix(WidowXSettings(connect_timeout_s=0.6))
+    started = time.monotonic()
+    with pytest.raises(RuntimeError) as e:
+        robot.connect()
+    waited = time.monotonic() - started
+    assert waited < 3.0
+    # ROS 2's constructor waits for ever (cut at the timeout); ROS 1's exits after its own wait
+    assert str(e.value) == driver_absent("wx250s", 0.6 if ros == 2 else round(waited, 1))
+    assert "xsarm_control.launch.py robot_model:=wx250s" in str(e.value)
+
+
+def test_the_import_falls_back_to_ros1(monkeypatch, world):
+    install(monkeypatch, world(ros=1))
+    assert widowx.import_interbotix().ros_version == 1
+

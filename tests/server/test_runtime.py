@@ -109,6 +109,12 @@ def test_state_policy(state_runtime):
     assert state_runtime.metadata["image"] is None and state_runtime.metadata["observation"]["shape"] == [6]
 
 
+def test_metadata_reports_what_the_training_actions_were_added_to(state_runtime, monkeypatch):
+    assert state_runtime.metadata["action_frame"] == "measured"  # a dataset that does not say
+    monkeypatch.setitem(state_runtime.policy.metadata["dataset"], "action_frame", "previous_target")
+    assert state_runtime.metadata["action_frame"] == "previous_target"
+
+
 def test_stacking_asked_of_a_state_policy_changes_nothing(state_ckpt):
     for wanted in ("stacked", "twin"):
         runtime = PolicyRuntime.load(state_ckpt, buckets=(1,), name="state-stacked", encoders=wanted)

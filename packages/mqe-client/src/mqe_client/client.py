@@ -15,6 +15,7 @@ import http.client
 import json
 import logging
 import socket
+import sys
 import threading
 import time
 import urllib.parse
@@ -263,7 +264,10 @@ class PolicyClient:
 
     def close(self) -> None:
         """Close the connection pool; abandoned requests finish within their timeouts."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        if sys.version_info >= (3, 9):
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        else:  # Python 3.8 (ROS Noetic): queued requests run out their own timeouts
+            self._pool.shutdown(wait=False)
         self._http.close()
 
     def __enter__(self) -> PolicyClient:
