@@ -1,6 +1,6 @@
 """Action bounds, workspace clipping and the sticky gripper, shared by the real and simulated robot.
 
-Numbers from DESIGN.md section 5 (the Bridge WidowX evaluation setup). Numpy only, so that the
+Numbers of the Bridge WidowX evaluation setup. Numpy only, so that the
 real-robot client uses exactly the same code as the twin.
 """
 

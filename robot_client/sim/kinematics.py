@@ -1,6 +1,6 @@
 """WidowX 250 6DOF (interbotix wx250s) kinematic constants and product-of-exponentials FK (numpy).
 
-The facts are the public ones of interbotix `mr_descriptions` (DESIGN.md section 5). The MJCF model
+The facts are the public ones of interbotix `mr_descriptions`. The MJCF model
 (`model.py`) is built from the same joint offsets, and the tests check it against `fk` below.
 """
 

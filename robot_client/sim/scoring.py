@@ -1,4 +1,4 @@
-"""Automatic scorers of the paper's six tasks (DESIGN.md section 7) from object and drawer positions.
+"""Automatic scorers of the paper's six tasks from object and drawer positions.
 
 Numpy only: a scorer reads a `SceneState`, which the twin fills from its simulation state and a
 test can write by hand. Task names and max points come from `eval_protocols.tasks`.

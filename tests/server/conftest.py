@@ -1,4 +1,4 @@
-"""Server test fixtures: tiny checkpoints (once per session) and one shared server process."""
+"""Server test fixtures: tiny checkpoints (once per test run) and one shared server process."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def image_ckpt():
 
 @pytest.fixture(scope="session")
 def live_server(state_ckpt, image_ckpt):
-    """A real `python -m server` with both policies ('img' the default), for the whole session."""
+    """A real `python -m server` with both policies ('img' the default), for the whole test run."""
     with running_server(["--policy", f"img={image_ckpt}", "--policy", f"state={state_ckpt}",
                          "--default-policy", "img", "--max-body-bytes", str(2**20)]) as server:
         yield server

@@ -1,4 +1,4 @@
-"""Shared by the server tests: tiny checkpoints built once per session and a real server process."""
+"""Shared by the server tests: tiny checkpoints built once per test run and a real server process."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from mqe_client import protocol
 REPO = Path(__file__).resolve().parents[2]
 TMP = Path(tempfile.mkdtemp(prefix="mqe-server-tests-"))
 atexit.register(shutil.rmtree, TMP, ignore_errors=True)  # each test process's checkpoints and data go with it
-CACHE = TMP / "jax-cache"  # one compilation cache for every process of the session: fast restarts
+CACHE = TMP / "jax-cache"  # one compilation cache for every process of the run: fast restarts
 STATE_DIM, STATE_ACTION_DIM = 6, 3
 IMAGE_SIZE = 32
 BUCKETS = ("1", "2", "4", "8")

@@ -1,4 +1,4 @@
-"""Fixtures of the twin's tests: one headless env per session (building it takes ~0.1 s)."""
+"""Fixtures of the twin's tests: one headless env per test run (building it takes ~0.1 s)."""
 
 import pytest
 
