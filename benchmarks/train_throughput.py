@@ -9,6 +9,8 @@ ceiling is what communication and synchronisation cost.
     python benchmarks/train_throughput.py --preset tiny                       # CPU smoke run
     python benchmarks/train_throughput.py --preset ogbench_state              # one GPU
     python benchmarks/train_throughput.py --preset bridge --devices 1 2       # ResNet-34 x2, 128px, 2 GPUs
+    python benchmarks/train_throughput.py --preset sim --image-size 64 --baseline encoder=impala_small \
+        matmul_precision=float32                                              # bf16 against float32
 
 Data is synthetic with the shapes of the real thing (scene-play: 40-d states, 5-d actions; Bridge:
 128 x 128 RGB, 7-d actions), written once to a temporary directory and read by the real loader.
@@ -26,8 +28,8 @@ import jax
 import numpy as np
 import tyro
 
+from benchmarks.kernels import kernel_profile
 from mqe_model import train
-from mqe_model.agents import registry
 from mqe_model.batches import BatchStream
 from mqe_model.parallel import DataParallel
 
@@ -46,6 +48,8 @@ class BenchConfig:
     length: int = 50  # steps per trajectory
     image_size: int | None = None  # px, images resized to this for training (the demo: 64); None keeps 128
     bare_only: bool = False  # measure only the bare update (no loop)
+    baseline: tuple[str, ...] = ()  # agent overrides (key=value) of a baseline bare update to compare with, e.g. encoder=impala_small
+    profile: int = 0  # also list the N kernels that take the most device time in the bare update (GPU)
     json: Path | None = None  # also write the figures (steps/s, scaling ratios) here
 
 
@@ -83,32 +87,46 @@ def loop_rate(cfg: BenchConfig, data: Path, workdir: Path, devices: int) -> floa
 
 
 def bare_rate(cfg: BenchConfig, data: Path, devices: int = 1, iters: int = 10,
-              batch_divisor: int = 1) -> float:
+              batch_divisor: int = 1, overrides: tuple[str, ...] = ()) -> float:
     """Steps/s of the jitted update alone on `devices` devices (batch sharded as in the loop,
     parameters replicated), batches already there: the loop's ceiling, without the host's data.
-    `batch_divisor` N trains on the preset's batch / N (one of N devices' share)."""
+    `batch_divisor` N trains on the preset's batch / N (one of N devices' share); `overrides` change
+    the agent config (`--set`)."""
     run = train.TrainConfig(data=data, workdir=Path("unused"), agent=cfg.agent, preset=cfg.preset,
-                            image_size=cfg.image_size)
+                            image_size=cfg.image_size, set=overrides)
     if batch_divisor > 1:
         batch = train.resolve_agent_config(run).batch_size // batch_divisor
-        run = dataclasses.replace(run, set=(f"batch_size={batch}",))
+        run = dataclasses.replace(run, set=(*overrides, f"batch_size={batch}"))
     setup = train.prepare_run(run)
     parallel = DataParallel(devices)
-    sampler = registry.get(cfg.agent).make_sampler(setup.data.dataset, setup.agent_config)
+    sampler, images, example = train.make_batch_sampler(cfg.agent, setup.data.dataset, setup.agent_config, parallel)
     stream = BatchStream(sampler, setup.agent_config.batch_size, 0, 1, parallel)
     batches = next(iter(stream([(0, cfg.updates_per_dispatch)])))[2]
-    agent = parallel.replicate(train.create_agent(run, setup, sampler.sample(np.random.default_rng(0), 2)))
+    agent = parallel.replicate(train.create_agent(run, setup, example))
     kind, prob = train.augmentation(run, setup.agent_config)
     step = train.make_train_step(kind, prob, 1, parallel.mesh)
     key = jax.random.PRNGKey(0)
     for _ in range(2):
-        agent, info = step(agent, batches, key)
+        agent, info = step(agent, batches, key, images)
     jax.block_until_ready(agent)
     start = time.perf_counter()
     for _ in range(iters):
-        agent, info = step(agent, batches, key)
+        agent, info = step(agent, batches, key, images)
     jax.block_until_ready(agent)
-    return iters * cfg.updates_per_dispatch / (time.perf_counter() - start)
+    rate = iters * cfg.updates_per_dispatch / (time.perf_counter() - start)
+    if cfg.profile and not overrides and devices == 1 and batch_divisor == 1:
+        state = [agent]
+
+        def dispatch() -> None:
+            state[0], info = step(state[0], batches, key, images)
+            jax.block_until_ready(info)
+
+        profile = kernel_profile(dispatch, 2)
+        per = cfg.updates_per_dispatch  # the profile is per dispatch
+        print(f"kernels: {profile.kernel_us / per:.0f} us per update, {profile.launches / per:.0f} launches")
+        for name, us, count in profile.rows[: cfg.profile]:
+            print(f"{us / per:9.1f} us {100 * us / profile.kernel_us:5.1f}%  x{count / per:4.1f}  {name[:100]}")
+    return rate
 
 
 def main(cfg: BenchConfig) -> None:
@@ -120,6 +138,11 @@ def main(cfg: BenchConfig) -> None:
         print(f"device: {jax.devices()[0].device_kind} x {jax.device_count()}; {cfg.agent} {cfg.preset}")
         bare = figures["bare update, 1 device: steps/s"] = bare_rate(cfg, data)
         print(f"bare update (1 device): {bare:.1f} steps/s")
+        if cfg.baseline:
+            base = figures["baseline bare update, 1 device: steps/s"] = bare_rate(cfg, data, overrides=cfg.baseline)
+            figures["bare update: x vs baseline"] = bare / base
+            print(f"baseline bare update ({' '.join(cfg.baseline)}): {base:.1f} steps/s; "
+                  f"the preset's is x{bare / base:.2f}")
         for n in (n for n in cfg.devices if n > 1):
             bare_n = figures[f"bare update, {n} devices: steps/s"] = bare_rate(cfg, data, n)
             figures[f"bare update, {n} devices: x vs 1 device"] = bare_n / bare

@@ -31,7 +31,8 @@ from mqe_model.batches import BatchStream, plan_chunks
 from mqe_model.checkpoints import CheckpointError
 from mqe_model.cli_logging import setup_logging
 from mqe_model.data.augment import AUGMENTATIONS, DEFAULT_PROB, augment_batch
-from mqe_model.data.dataset import DatasetError
+from mqe_model.data.dataset import Dataset, DatasetError
+from mqe_model.data.device_images import fits_on_device, gather_images, index_dataset
 from mqe_model.data.prepare import PreparedData, prepare
 from mqe_model.evaluation import EvaluationUnavailable, make_env
 from mqe_model.metrics import (
@@ -196,30 +197,58 @@ def augmentation(cfg: TrainConfig, agent_config: Any) -> tuple[str, float]:
 
 
 def make_train_step(kind: str, prob: float, num_seeds: int, mesh: Any = None):
-    """Jitted (agent, batches, aug_key) -> (agent, last metrics): a scan over the leading axis,
-    each batch augmented on the device with a key drawn from (aug_key, agent step). With the
-    data-parallel `mesh`, it is traced and run inside it (see `parallel.replicated_in_mesh`)."""
+    """Jitted (agent, batches, aug_key, images) -> (agent, last metrics): a scan over the leading axis,
+    each batch augmented on the device with a key drawn from (aug_key, agent step). With `images` (the
+    dataset's frames on the device, `place_images`), the batches' image fields are row indices into
+    them, gathered here. With the data-parallel `mesh`, it is traced and run inside it (see
+    `parallel.replicated_in_mesh`)."""
 
-    def one_update(agent: Any, batch: dict, aug_key: jax.Array) -> tuple[Any, dict]:
+    def one_update(agent: Any, batch: dict, aug_key: jax.Array, images: jax.Array | None) -> tuple[Any, dict]:
+        if images is not None:
+            batch = gather_images(batch, images, IMAGE_KEYS)
         key = jax.random.fold_in(aug_key, agent.step)
         batch = augment_batch(key, batch, IMAGE_KEYS, kind, prob)
         return agent._update(batch)
 
-    update = jax.vmap(one_update) if num_seeds > 1 else one_update
+    update = jax.vmap(one_update, in_axes=(0, 0, 0, None)) if num_seeds > 1 else one_update
 
-    def train_step(agent: Any, batches: dict, aug_key: jax.Array) -> tuple[Any, dict]:
-        agent, infos = jax.lax.scan(lambda a, b: update(a, b, aug_key), agent, batches)
+    def train_step(agent: Any, batches: dict, aug_key: jax.Array, images: jax.Array | None = None
+                   ) -> tuple[Any, dict]:
+        agent, infos = jax.lax.scan(lambda a, b: update(a, b, aug_key, images), agent, batches)
         return agent, jax.tree_util.tree_map(lambda x: x[-1], infos)
 
     jitted = jax.jit(train_step, donate_argnums=0)
     if mesh is None:
         return jitted
 
-    def train_step_in_mesh(agent: Any, batches: dict, aug_key: jax.Array) -> tuple[Any, dict]:
+    def train_step_in_mesh(agent: Any, batches: dict, aug_key: jax.Array, images: jax.Array | None = None
+                           ) -> tuple[Any, dict]:
         with jax.set_mesh(mesh):
-            return jitted(agent, batches, aug_key)
+            return jitted(agent, batches, aug_key, images)
 
     return train_step_in_mesh
+
+
+def place_images(dataset: Dataset, parallel: DataParallel) -> tuple[Dataset, jax.Array | None]:
+    """(the dataset to sample from, its frames on every device or None). Image datasets that fit
+    (`device_images.fits_on_device`) are uploaded once and sampled as row indices; others, and state
+    datasets, are sampled whole on the host."""
+    frames = dataset.observations
+    if frames.ndim != 4 or not fits_on_device(frames.nbytes, jax.local_devices()[0]):
+        return dataset, None
+    return index_dataset(dataset), parallel.replicate(frames)
+
+
+def make_batch_sampler(agent: str, dataset: Dataset, agent_config: Any, parallel: DataParallel
+                       ) -> tuple[Any, jax.Array | None, dict[str, np.ndarray]]:
+    """(the agent's sampler, the frames on the device or None, an example batch of real observations
+    for the agent's shapes)."""
+    sampled, images = place_images(dataset, parallel)
+    sampler = registry.get(agent).make_sampler(sampled, agent_config)
+    example = sampler.sample(np.random.default_rng(0), 2)
+    if images is not None:
+        example = gather_images(example, dataset.observations, IMAGE_KEYS)
+    return sampler, images, example
 
 
 def crosses(start: int, end: int, every: int) -> bool:
@@ -275,8 +304,7 @@ def train(cfg: TrainConfig, setup: RunSetup) -> Any:
         parallel.check_batch_size(batch_size)
     except ValueError as e:
         raise RunError(str(e)) from None
-    sampler = registry.get(cfg.agent).make_sampler(setup.data.dataset, setup.agent_config)
-    example = sampler.sample(np.random.default_rng(0), 2)
+    sampler, images, example = make_batch_sampler(cfg.agent, setup.data.dataset, setup.agent_config, parallel)
     agent = parallel.replicate(create_agent(cfg, setup, example))
     primary = jax.process_index() == 0
 
@@ -320,8 +348,9 @@ def train(cfg: TrainConfig, setup: RunSetup) -> Any:
     stream = BatchStream(sampler, batch_size, cfg.seed, cfg.num_seeds, parallel,
                          cfg.data_workers, cfg.prefetch)
     chunks = plan_chunks(start, cfg.steps, cfg.updates_per_dispatch, (cfg.save_every,))
-    logger.info("training %s (%s) on %d device(s): steps %d..%d, augmentation %s (p=%.2f)",
-                cfg.agent, cfg.preset, parallel.num_devices, start, cfg.steps, kind, prob)
+    logger.info("training %s (%s) on %d device(s): steps %d..%d, augmentation %s (p=%.2f), frames %s",
+                cfg.agent, cfg.preset, parallel.num_devices, start, cfg.steps, kind, prob,
+                "on the device" if images is not None else "sampled on the host")
     from tqdm import tqdm
 
     bar = tqdm(total=cfg.steps, initial=start, unit="step", disable=not (cfg.progress and primary),
@@ -329,7 +358,7 @@ def train(cfg: TrainConfig, setup: RunSetup) -> Any:
     last_time, last_step = time.perf_counter(), start
     try:
         for chunk_start, chunk_end, batches in stream(chunks):
-            agent, info = train_step(agent, batches, aug_key)
+            agent, info = train_step(agent, batches, aug_key, images)
             bar.update(chunk_end - chunk_start)
             last = chunk_end == cfg.steps
             if last or crosses(chunk_start, chunk_end, cfg.log_every):

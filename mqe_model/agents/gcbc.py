@@ -159,12 +159,12 @@ def get_config(name: str) -> Config:
     """A named preset: 'ogbench_state', 'ogbench_pixel', 'bridge', 'sim' or 'tiny'."""
     presets = {
         "ogbench_state": Config(name="ogbench_state"),
-        "ogbench_pixel": Config(name="ogbench_pixel", encoder="impala_small"),
+        "ogbench_pixel": Config(name="ogbench_pixel", encoder="impala_small_bf16"),
         # BridgeData V2: ResNet-34 (GroupNorm) on observation and goal stacked channel-wise, MLP 256^3.
         "bridge": Config(name="bridge", batch_size=128, actor_hidden_dims=(256, 256, 256),
                              encoder="resnet34"),
         # The twin's demo baseline: same encoder and widths as MQE's 'sim' preset.
-        "sim": Config(name="sim", actor_hidden_dims=(256, 256, 256), encoder="impala_small"),
+        "sim": Config(name="sim", actor_hidden_dims=(256, 256, 256), encoder="impala_small_bf16"),
         "tiny": Config(name="tiny", batch_size=64, actor_hidden_dims=(64, 64)),
     }
     if name not in presets:

@@ -287,7 +287,7 @@ def get_config(name: str) -> Config:
         # The twin's demo baseline: same encoder and widths as MQE's 'sim' preset, Bridge's IQL settings.
         "sim": Config(name="sim", value_hidden_dims=(256, 256, 256),
                            actor_hidden_dims=(256, 256, 256), gamma=0.98, expectile=0.7,
-                           temperature=1.0, tau=0.002, encoder="impala_small"),
+                           temperature=1.0, tau=0.002, encoder="impala_small_bf16"),
         "tiny": Config(name="tiny", batch_size=64, value_hidden_dims=(64, 64),
                             actor_hidden_dims=(64, 64), gamma=0.95),
     }

@@ -68,12 +68,13 @@ class ImpalaResidualBlock(nn.Module):
 
     channels: int  # convolution channels
     conv: str = "xla"  # how convolutions are computed: 'xla' (its convolution op) or 'matmul' (conv_as_matmul)
+    dtype: jnp.dtype = jnp.float32  # dtype of the convolutions and of the activations between them
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         conv = _conv_function(self.conv)
-        h = nn.Conv(self.channels, (3, 3), conv_general_dilated=conv)(nn.relu(x))
-        h = nn.Conv(self.channels, (3, 3), conv_general_dilated=conv)(nn.relu(h))
+        h = nn.Conv(self.channels, (3, 3), dtype=self.dtype, conv_general_dilated=conv)(nn.relu(x))
+        h = nn.Conv(self.channels, (3, 3), dtype=self.dtype, conv_general_dilated=conv)(nn.relu(h))
         return x + h
 
 
@@ -85,17 +86,18 @@ class ImpalaEncoder(nn.Module):
     mlp_dims: Sequence[int] = (512,)  # widths of the MLP after the convolutions
     layer_norm: bool = True  # LayerNorm on the conv output and in the MLP
     conv: str = "xla"  # how convolutions are computed: 'xla' (its convolution op) or 'matmul' (conv_as_matmul)
+    compute_dtype: jnp.dtype = jnp.float32  # dtype of the convolution stack (bfloat16 on GPUs); the MLP is float32
 
     @nn.compact
     def __call__(self, images: jax.Array) -> jax.Array:
         x, lead = _flatten_batch(images)
-        x = x.astype(jnp.float32) / 255.0
+        x = (x.astype(jnp.float32) / 255.0).astype(self.compute_dtype)
         for channels in self.stack_sizes:
-            x = nn.Conv(channels, (3, 3), conv_general_dilated=_conv_function(self.conv))(x)
+            x = nn.Conv(channels, (3, 3), dtype=self.compute_dtype, conv_general_dilated=_conv_function(self.conv))(x)
             x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
             for _ in range(self.num_blocks):
-                x = ImpalaResidualBlock(channels, self.conv)(x)
-        x = nn.relu(x)
+                x = ImpalaResidualBlock(channels, self.conv, self.compute_dtype)(x)
+        x = nn.relu(x.astype(jnp.float32))
         if self.layer_norm:
             x = nn.LayerNorm()(x)
         x = x.reshape(x.shape[0], -1)
@@ -209,7 +211,7 @@ def with_kernels_in_compute_dtype(params: Any, name: str | None) -> Any:
 
 
 def make_encoder(name: str | None) -> nn.Module | None:
-    """Encoder by preset name: None (state input), 'impala_small', 'resnet34', 'resnet34_bf16', 'resnet_tiny',
+    """Encoder by preset name: None (state input), 'impala_small', 'impala_small_bf16', 'resnet34', 'resnet34_bf16', 'resnet_tiny',
     'resnet_tiny_bf16' (the bf16 path at test size). A ':matmul' suffix ('resnet34_bf16:matmul') computes
     the same encoder's convolutions with `conv_as_matmul`: same weights, same numbers to rounding."""
     if name is None:
@@ -222,6 +224,7 @@ def make_encoder(name: str | None) -> nn.Module | None:
         return make_encoder(base).clone(conv=lowering)
     encoders = {
         "impala_small": lambda: ImpalaEncoder(num_blocks=1),
+        "impala_small_bf16": lambda: ImpalaEncoder(num_blocks=1, compute_dtype=jnp.bfloat16),
         "impala_tiny": lambda: ImpalaEncoder(stack_sizes=(8, 8), num_blocks=1, mlp_dims=(32,)),
         "resnet34": lambda: ResNetEncoder(),
         "resnet34_bf16": lambda: ResNetEncoder(compute_dtype=jnp.bfloat16),
