@@ -278,3 +278,19 @@ def test_shared_critic_passes_change_neither_losses_nor_gradients(tiny, encoder)
     assert float(loss) == pytest.approx(float(ref_loss), rel=1e-5)
     for got, want in zip(jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(ref_grads), strict=True):
         np.testing.assert_allclose(got, want, rtol=2e-4, atol=1e-6)
+
+
+def test_the_sim_presets_bf16_encoder_keeps_the_losses_of_float32_within_1e_3():
+    config = dataclasses.replace(mqe.get_config("sim"), batch_size=8)
+    assert config.encoder == "impala_small_bf16"
+    float32 = dataclasses.replace(config, encoder="impala_small")
+    rng = np.random.default_rng(0)
+    frames = lambda: rng.integers(0, 256, (8, 32, 32, 3), dtype=np.uint8)  # noqa: E731
+    batch = {"observations": frames(), "goals": frames(), "waypoints": frames(), "actor_goals": frames(),
+             "actions": rng.uniform(-1, 1, (8, 7)).astype(np.float32),
+             "waypoint_offsets": rng.integers(1, 10, 8).astype(np.int32)}
+    agent = mqe.Agent.create(0, batch, float32)
+    want, _ = agent.total_loss(agent.params, batch)
+    got, _ = agent.replace(config=config).total_loss(agent.params, batch)
+    assert float(got) != float(want)  # the convolutions did run in bf16
+    assert float(got) == pytest.approx(float(want), rel=1e-3)
