@@ -11,12 +11,13 @@ acts: device time of the kernels, number of launches, and the largest kernels; t
 run slower (the device's clocks) or the same kernels spread over a longer span (the host). Also times the
 encoding of one goal (done once per goal by `POST /v1/goals`). For an image MQE policy it measures
 the serving arrangements of its two encoders (`--encoders`; all that apply by default): run
-separately (the CPU server's default), stacked into one vmapped network (the GPU server's), and for a
-ResNet as one network of twice the width (`PolicyRuntime.load(..., encoders=...)`), and prints each
+separately (the CPU server's choice), stacked into one vmapped network, and for a ResNet as one
+network of twice the width (the GPU server's; `PolicyRuntime.load(..., encoders=...)`), and prints each
 one's ratio to the ones measured before it. `--layouts both` also measures each arrangement with its weights row-major, as the server
 kept them before it stored them in the layout XLA chose (`PolicyRuntime.load(..., device_layouts=...)`).
 `--convs xla matmul` measures each arrangement with its convolutions as XLA's op and as strided slices
-and one matmul each (`PolicyRuntime.load(..., conv=...)`), whose act CUDA graphs can hold whole.
+and one matmul each (`PolicyRuntime.load(..., conv=...)`; the GPU server's), whose act CUDA graphs can
+hold whole.
 `--io device host` measures each with its frame and answer moved by transfers of their own (the
 server's way) and through pinned host memory, the copies inside the compiled act
 (`PolicyRuntime.load(..., host_io=True)`).
@@ -43,7 +44,6 @@ import numpy as np
 import tyro
 
 from benchmarks.kernels import kernel_profile
-from server.settings import ConvLowering
 
 T = TypeVar("T")
 
@@ -66,7 +66,7 @@ class Args:
     encoders: tuple[str, ...] = ()  # encoder arrangements to measure (separate, stacked, twin); (): all the policy has
     json: Path | None = None  # also write the figures (ms) here
     phases: bool = False  # also time the act's steps (inputs to the device, run, outputs back), back to back and paced
-    convs: tuple[ConvLowering, ...] = ("xla",)  # convolutions of each arrangement: xla (XLA's op), matmul (slices and a matmul), or both
+    convs: tuple[Literal["xla", "matmul"], ...] = ("xla",)  # convolutions of each arrangement: xla (XLA's op), matmul (slices and a matmul), or both
     io: tuple[Literal["device", "host"], ...] = ("device",)  # frame in, answer out: device (transfers of their own), host (pinned host memory, copied inside the act), or both
 
 

@@ -27,7 +27,6 @@ import numpy as np
 import tyro
 
 from server.demo import Server, free_port
-from server.metrics import sample_total
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,13 +39,11 @@ class Args:
     requests: int = 2000  # measured requests (with --hz 0)
     warmup: int = 20  # requests sent first and not counted
     buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32)  # server batch buckets (mqe-serve's default)
-    inline_lone_requests: bool = True  # mqe-serve's --inline-lone-requests (a lone request acts on the event loop: no hand-off); --no-inline-lone-requests hands every act to the batch worker
 
 
-def server_args(policy: str, buckets: tuple[int, ...], inline: bool = True) -> tuple[str, ...]:
+def server_args(policy: str, buckets: tuple[int, ...]) -> tuple[str, ...]:
     """mqe-serve options for `--policy`."""
-    args = ("--log-level", "warning", "--batch-buckets", *map(str, buckets),
-            "--inline-lone-requests" if inline else "--no-inline-lone-requests")
+    args = ("--log-level", "warning", "--batch-buckets", *map(str, buckets))
     if policy == "demo":
         return args
     if policy == "state":
@@ -71,8 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     from mqe_client.client import PolicyClient
 
     with tempfile.TemporaryDirectory(prefix="request-overhead-") as tmp:
-        server = Server(free_port(), Path(tmp) / "server.log", server_args(args.policy, args.buckets,
-                                                                                args.inline_lone_requests))
+        server = Server(free_port(), Path(tmp) / "server.log", server_args(args.policy, args.buckets))
         server.start()
         try:
             server.wait_ready(300)
@@ -107,10 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     compute = _run_mean(before, after, "compute")
     rtt, decode, infer, total = p50(0), p50(1), p50(2), p50(3)
     outside = statistics.median(s[0] - s[3] for s in samples)
-    inline = sample_total(after, "mqe_inline_acts_total") - sample_total(before, "mqe_inline_acts_total")
     print(f"policy {args.policy}, {len(samples)} requests at "
-          f"{'back to back' if period == 0 else f'{args.hz:g} Hz'}, one PolicyClient on loopback"
-          f"{f', lone requests inline ({inline:.0f} acted inline)' if args.inline_lone_requests else ', every act on the batch worker'}")
+          f"{'back to back' if period == 0 else f'{args.hz:g} Hz'}, one PolicyClient on loopback")
     print(f"round trip ms: p50 {rtt:.3f}  p90 {np.percentile([s[0] for s in samples], 90):.3f}  "
           f"p99 {np.percentile([s[0] for s in samples], 99):.3f}")
     print(f"server ms, p50: decode {decode:.3f}  infer {infer:.3f}  total {total:.3f};  "

@@ -32,9 +32,9 @@ import httpx
 import numpy as np
 import tyro
 
+from server.cli import xla_flags
 from server.demo import free_port
 from server.metrics import sample_total
-from server.settings import Conv, FramesIO, ServeSettings, SettingsError, StackEncoders
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -56,12 +56,6 @@ class Args:
     compilation_cache: Path = Path("~/.cache/mqe-deploy/jax")  # shared with mqe-serve
     port: int = 0  # loopback port of the server; 0 picks a free one
     drivers: int = 0  # processes the robots are spread over; 0: one per 12 robots, at most cores - 2
-    stack_encoders: StackEncoders = "auto"  # mqe-serve's --stack-encoders; the bare act uses the same
-    conv: Conv = "auto"  # mqe-serve's --conv; the bare act uses the same
-    io: FramesIO = "device"  # mqe-serve's --io (frames in and answers out through device or pinned host memory); the bare act uses the same
-    inline_lone_requests: bool = True  # mqe-serve's --inline-lone-requests (a lone request acts on the event loop thread); --no-inline-lone-requests: always the batch worker
-    keep_warm_ms: float = 0.0  # mqe-serve's --keep-warm-ms (the keeper reruns the last act between requests; 0: off)
-    cuda_graph_min_size: int = 1  # mqe-serve's --cuda-graph-min-size; the bare act uses the same
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -69,19 +63,16 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q)) if values else float("nan")
 
 
-def bare_act_ms(checkpoint: Path, size: int, runs: int, stack_encoders: str, conv: str,
-                io: str) -> tuple[float, float, str, str]:
+def bare_act_ms(checkpoint: Path, size: int, runs: int) -> tuple[float, float, str, str]:
     """(median ms of PolicyRuntime.act at batch 1, seconds to load and warm, encoders served, convolutions
-    served), encoders and convolutions chosen as `mqe-serve --stack-encoders --conv` choose them on this device,
-    frames in and answers out as `--io` puts them."""
+    served), encoders and convolutions chosen as `mqe-serve` chooses them on this device."""
     import jax
 
-    from server.runtime import PolicyRuntime
+    from server.runtime import PolicyRuntime, conv_on, encoders_on
 
-    settings, platform = ServeSettings(stack_encoders=stack_encoders, conv=conv, io=io), jax.devices()[0].platform
+    platform = jax.devices()[0].platform
     start = time.perf_counter()
-    runtime = PolicyRuntime.load(checkpoint, buckets=(1,), encoders=settings.encoders_on(platform),
-                                 conv=settings.conv_on(platform), host_io=settings.host_io)
+    runtime = PolicyRuntime.load(checkpoint, buckets=(1,), encoders=encoders_on(platform), conv=conv_on(platform))
     load_s = time.perf_counter() - start
     rng = np.random.default_rng(0)
     goal = runtime.encode_goal(rng.integers(0, 256, (size, size, 3), dtype=np.uint8))
@@ -176,12 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     # This process writes the random checkpoint and times the bare act; it must not take the GPU
     # memory that JAX preallocates by default away from the server it starts.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    try:  # before this process's first JAX backend starts, as mqe-serve does
-        os.environ["XLA_FLAGS"] = ServeSettings(cuda_graph_min_size=args.cuda_graph_min_size).xla_flags(
-            os.environ.get("XLA_FLAGS", ""))
-    except SettingsError as e:
-        print(f"serve_latency: error: {e}", file=sys.stderr)
-        return 2
+    # before this process's first JAX backend starts, as mqe-serve does
+    os.environ["XLA_FLAGS"] = xla_flags(os.environ.get("XLA_FLAGS", ""))
     checkpoint = args.checkpoint
     if checkpoint is None:
         from server.random_checkpoint import write_random_checkpoint
@@ -201,10 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {**server_env, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     cmd = [sys.executable, "-m", "server", "--policy", f"bench={checkpoint}", "--port", str(port),
            "--compilation-cache", str(args.compilation_cache.expanduser()), "--log-level", "warning",
-           "--batch-buckets", *map(str, args.buckets), "--stack-encoders", args.stack_encoders,
-           "--conv", args.conv, "--io", args.io, "--keep-warm-ms", f"{args.keep_warm_ms:g}",
-           "--cuda-graph-min-size", str(args.cuda_graph_min_size),
-           "--inline-lone-requests" if args.inline_lone_requests else "--no-inline-lone-requests"]
+           "--batch-buckets", *map(str, args.buckets)]
     started = time.perf_counter()
     server = subprocess.Popen(cmd, env=env, cwd=REPO)
     url = f"http://127.0.0.1:{port}"
@@ -222,25 +206,16 @@ def main(argv: list[str] | None = None) -> int:
         ready_s = time.perf_counter() - started
         samples, errors, drivers = drive(url, size, args)
         metrics_text = httpx.get(url + "/metrics").text
-        metrics = metrics_text.splitlines()
-        batch_line = [x for x in metrics if x.startswith("mqe_batch_size_sum") or x.startswith("mqe_batch_size_count")]
-        keeper_acts, inline_acts = (sample_total(metrics_text, name)
-                                    for name in ("mqe_keep_warm_acts_total", "mqe_inline_acts_total"))
     finally:
         server.terminate()
         server.wait(15)
-    bare_ms, load_s, encoders, conv = bare_act_ms(checkpoint, size, args.bare_runs, args.stack_encoders, args.conv,
-                                                   args.io)
+    bare_ms, load_s, encoders, conv = bare_act_ms(checkpoint, size, args.bare_runs)
     rtt = [s[0] for s in samples]
-    mean_batch = float("nan")
-    if len(batch_line) == 2:
-        total, count = (float(x.split()[-1]) for x in sorted(batch_line, reverse=True))
-        mean_batch = total / max(count, 1)
+    batches = sample_total(metrics_text, "mqe_batch_size_count")
+    mean_batch = sample_total(metrics_text, "mqe_batch_size_sum") / batches if batches else float("nan")
     print(f"checkpoint {checkpoint} ({args.preset if args.checkpoint is None else 'given'}), "
           f"{args.robots} robot(s) at {args.hz} Hz for {args.seconds:.0f} s over {drivers} driver "
-          f"process(es), image {size}x{size}, --stack-encoders {args.stack_encoders} (encoders {encoders}), "
-          f"--conv {args.conv} (convolutions {conv}), --io {args.io}, "
-          f"{'--inline-lone-requests' if args.inline_lone_requests else '--no-inline-lone-requests'}, --keep-warm-ms {args.keep_warm_ms:g}, --cuda-graph-min-size {args.cuda_graph_min_size} "
+          f"process(es), image {size}x{size}, encoders {encoders}, convolutions {conv} "
           f"(XLA_FLAGS {os.environ.get('XLA_FLAGS') or 'unset'})")
     print(f"cold start to ready: {ready_s:.1f} s (compilation cache {args.compilation_cache})")
     print(f"requests: {len(rtt)} ok, {len(errors)} errors" + (f" (first: {errors[0]})" if errors else ""))
@@ -250,8 +225,6 @@ def main(argv: list[str] | None = None) -> int:
         values = [s[i] for s in samples]
         print(f"server {name} ms: p50 {percentile(values, 50):.2f}  p99 {percentile(values, 99):.2f}")
     print(f"mean batch size: {mean_batch:.2f}")
-    print(f"keeper acts: {keeper_acts:.0f}")
-    print(f"inline acts: {inline_acts:.0f}")
     print(f"bare PolicyRuntime.act (batch 1, in-process): {bare_ms:.2f} ms (load+warm {load_s:.1f} s)")
     print(f"ratio p50 round trip / bare act: {percentile(rtt, 50) / bare_ms:.3f}")
     return 0 if not errors else 1

@@ -49,15 +49,14 @@ def load_runtimes(settings: ServeSettings) -> dict[str, Any]:
     """Load every `--policy`, placed round-robin on the local devices, compiled and warmed."""
     import jax
 
-    from server.runtime import PolicyRuntime
+    from server.runtime import PolicyRuntime, conv_on, encoders_on
 
     devices = jax.local_devices()
     runtimes = {}
     for i, (name, path) in enumerate(settings.policies.items()):
         device = devices[i % len(devices)]
-        runtimes[name] = PolicyRuntime.load(path, settings.batch_buckets, device, settings.max_image_pixels,
-                                            name, settings.encoders_on(device.platform), conv=settings.conv_on(device.platform),
-                                            host_io=settings.host_io)
+        runtimes[name] = PolicyRuntime.load(path, settings.batch_buckets, device, name,
+                                            encoders_on(device.platform), conv=conv_on(device.platform))
     return runtimes
 
 
@@ -92,10 +91,7 @@ class ServerState:
                 if device not in by_device:
                     by_device[device] = MicroBatcher(device, self.settings.max_wait_ms,
                                                      max(self.settings.batch_buckets), self.pending,
-                                                     self.metrics.observe_batch, self.settings.keep_warm_ms,
-                                                     self.settings.keep_warm_for_s, self.metrics.observe_keep_warm,
-                                                     inline=self.settings.inline_lone_requests,
-                                                     on_inline=self.metrics.observe_inline)
+                                                     self.metrics.observe_batch)
                 self.batchers[name] = by_device[device]
                 self.metrics.warmup_seconds.labels(name).set(getattr(runtime, "warmup_s", 0.0))
             self.runtimes = runtimes
@@ -345,13 +341,10 @@ def create_app(settings: ServeSettings, loader: Loader = load_runtimes) -> Serve
             else:
                 goal = await asyncio.to_thread(runtime.encode_goal, act_request.goal_image)
             decoded = time.perf_counter()
-            batcher = state.batchers[name]
-            withdrawn = True  # by try_inline if it acts, else on the next lines, with no await between
-            result = batcher.try_inline(runtime, observation, goal)
-            if result is None:
-                future = batcher.submit(runtime, observation, goal)
-                state.pending.withdraw()
-                result = await asyncio.wrap_future(future)
+            future = state.batchers[name].submit(runtime, observation, goal)
+            state.pending.withdraw()  # after the submit: a worker waiting for it finds it queued
+            withdrawn = True
+            result = await asyncio.wrap_future(future)
         finally:
             if not withdrawn:
                 state.pending.withdraw()

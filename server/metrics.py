@@ -34,10 +34,6 @@ class ServerMetrics:
                                   ["result"], registry=r)
         self.goal_cache_entries = Gauge("mqe_goal_cache_entries", "Goals in the cache", registry=r)
         self.goals_uploaded = Counter("mqe_goals_uploaded", "Goals uploaded", ["policy"], registry=r)
-        self.keep_warm_acts = Counter("mqe_keep_warm_acts", "Acts a keeper ran between requests "
-                                      "(--keep-warm-ms), by device", ["device"], registry=r)
-        self.inline_acts = Counter("mqe_inline_acts", "Requests acted on the event loop thread, not the "
-                                   "batch worker (--inline-lone-requests), by device", ["device"], registry=r)
         self.ready = Gauge("mqe_ready", "1 once every policy is loaded and warmed", registry=r)
         self.warmup_seconds = Gauge("mqe_warmup_seconds", "Compile + warm-up time per policy",
                                     ["policy"], registry=r)
@@ -55,20 +51,12 @@ class ServerMetrics:
         """Record one model call (the batcher's hook)."""
         self.batch_size.labels(policy).observe(size)
 
-    def observe_keep_warm(self, device: str) -> None:
-        """Count one keeper act (the batcher's hook)."""
-        self.child(self.keep_warm_acts, device).inc()
-
-    def observe_inline(self, device: str) -> None:
-        """Count one inline act (the batcher's hook)."""
-        self.child(self.inline_acts, device).inc()
-
     def render(self) -> bytes:
         """The Prometheus text exposition."""
         return generate_latest(self.registry)
 
 
 def sample_total(text: str, sample: str) -> float:
-    """The sum over every label set of one sample (e.g. `mqe_inline_acts_total`) in a /metrics text,
+    """The sum over every label set of one sample (e.g. `mqe_batch_size_count`) in a /metrics text,
     as the benchmarks read a server's counters; 0 where the server has none yet."""
     return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples if s.name == sample)

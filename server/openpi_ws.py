@@ -188,13 +188,10 @@ class _Connection:
             prepare = lambda: runtime.prepare(image)  # noqa: E731
             observation = await asyncio.to_thread(prepare) if len(data) > OFFLOAD_BYTES else prepare()
             decoded = time.perf_counter()
-            batcher = state.batchers[name]
-            withdrawn = True  # by try_inline if it acts, else on the next lines, with no await between
-            result = batcher.try_inline(runtime, observation, goal)
-            if result is None:
-                future = batcher.submit(runtime, observation, goal)
-                state.pending.withdraw()
-                result = await asyncio.wrap_future(future)
+            future = state.batchers[name].submit(runtime, observation, goal)
+            state.pending.withdraw()  # after the submit: a worker waiting for it finds it queued
+            withdrawn = True
+            result = await asyncio.wrap_future(future)
         finally:
             if not withdrawn:
                 state.pending.withdraw()

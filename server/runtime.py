@@ -43,7 +43,13 @@ from server.settings import DEFAULT_BUCKETS
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_PIXELS = 4096 * 4096
+MAX_PIXELS = 4096 * 4096  # larger images get 422 invalid_image: bounds one decode's memory (48 MiB of RGB)
+# How image policies serve, by the device's platform: the faster choice measured on each, every one
+# giving the same actions to rounding (figures: docs/performance.md, `benchmarks/act_latency.py`).
+CPU_ENCODERS = "separate"  # XLA's grouped convolutions make stacked encoders 1.41x (bridge) the separate act on the CPU
+ACCELERATOR_ENCODERS = "twin"  # one ResNet twice as wide: as fast as stacked or faster on H200s (0.79-0.96x served)
+GPU_CONV = "matmul"  # slices and one matmul each, held whole by CUDA graphs: 0.71x XLA's convolutions served on an H200
+OTHER_CONV = "xla"  # XLA's op off GPUs: on the CPU the two measured mixed
 HOST_MEMORY = "pinned_host"  # where `host_io` acts take their frames and leave their answers
 # Default action names of the WidowX 250 in the Bridge convention, reported
 # when a 7-d checkpoint does not record its own.
@@ -65,6 +71,18 @@ def served_arrangement(wanted: str, available: tuple[str, ...]) -> str:
     return next(a for a in reversed(nearest) if a in available)
 
 
+def encoders_on(platform: str) -> str:
+    """The encoder arrangement image MQE policies serve on a device of `platform` ('cpu', 'gpu', ...),
+    `PolicyRuntime.load`'s `encoders`: the twin off the CPU, separate encoders on it."""
+    return CPU_ENCODERS if platform == "cpu" else ACCELERATOR_ENCODERS
+
+
+def conv_on(platform: str) -> str:
+    """How image policies on a device of `platform` compute their convolutions, `PolicyRuntime.load`'s
+    `conv`: matmuls on GPUs, XLA's convolution op elsewhere."""
+    return GPU_CONV if platform == "gpu" else OTHER_CONV
+
+
 def packed(act_fn: Any, device_memory: Any = None) -> Any:
     """`act_fn` answering one (B, A + 1) float32 array, each row the action then the distance: one
     device-to-host copy per act instead of two. With `device_memory` (a sharding) the observations are
@@ -79,7 +97,7 @@ def packed(act_fn: Any, device_memory: Any = None) -> Any:
     return act
 
 
-def decode_image_bytes(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+def decode_image_bytes(data: bytes, max_pixels: int = MAX_PIXELS) -> np.ndarray:
     """PNG/JPEG bytes to an RGB uint8 (H, W, 3) array; ProtocolError invalid_image when it cannot."""
     import cv2
 
@@ -105,7 +123,6 @@ class PolicyRuntime:
     name: str  # the name clients use (`--policy NAME=...`)
     buckets: tuple[int, ...]  # compiled batch sizes, ascending
     device: Any  # the jax device the weights live on and the act function runs on
-    max_pixels: int = DEFAULT_MAX_PIXELS  # larger images (array or decoded) are refused
     checkpoint_dir: Path | None = None  # where it was loaded from, for logs and metadata
     warmup_s: float = 0.0  # compile + first run of every bucket at load
     encoders: str = "separate"  # image MQE: 'separate', or one network: 'stacked' (vmapped) or 'twin' (twice as wide)
@@ -123,8 +140,7 @@ class PolicyRuntime:
 
     @classmethod
     def load(cls, checkpoint_dir: str | Path, buckets: tuple[int, ...] = DEFAULT_BUCKETS,
-             device: Any = None, max_pixels: int = DEFAULT_MAX_PIXELS,
-             name: str = "default", encoders: str = "separate", device_layouts: bool = True,
+             device: Any = None, name: str = "default", encoders: str = "separate", device_layouts: bool = True,
              conv: str = "xla", host_io: bool = False) -> PolicyRuntime:
         """Load a checkpoint, compile the act function for every bucket and warm it up.
 
@@ -148,8 +164,7 @@ class PolicyRuntime:
         policy = load_policy(checkpoint_dir)
         device = device if device is not None else jax.local_devices()[0]
         arrangement = served_arrangement(encoders, encoder_arrangements(policy.agent_name, policy.config))
-        runtime = cls(policy, name, tuple(sorted(set(buckets))), device, max_pixels,
-                      Path(checkpoint_dir), encoders=arrangement, device_layouts=device_layouts, conv=conv,
+        runtime = cls(policy, name, tuple(sorted(set(buckets))), device, Path(checkpoint_dir), encoders=arrangement, device_layouts=device_layouts, conv=conv,
                       host_io=host_io)
         prepare, runtime._goal_fn, runtime._act_fn = serving_fns(policy.agent_name, policy.config,
                                                                  policy.action_stats, arrangement, conv)
@@ -271,16 +286,16 @@ class PolicyRuntime:
         if image is None:
             return self._prepare_state(value, field)
         if isinstance(value, bytes):
-            value = decode_image_bytes(value, self.max_pixels)
+            value = decode_image_bytes(value)
         elif isinstance(value, np.ndarray):
             if value.dtype != np.uint8 or value.ndim != 3 or value.shape[-1] != 3:
                 raise ProtocolError(ErrorCode.INVALID_IMAGE,
                                     f"'{field}' must be an RGB uint8 array (H, W, 3) or PNG/JPEG "
                                     f"bytes, got {value.dtype} {value.shape}")
-            if value.shape[0] * value.shape[1] > self.max_pixels:
+            if value.shape[0] * value.shape[1] > MAX_PIXELS:
                 raise ProtocolError(ErrorCode.INVALID_IMAGE,
                                     f"'{field}' of {value.shape[1]}x{value.shape[0]} is over "
-                                    f"{self.max_pixels} pixels")
+                                    f"{MAX_PIXELS} pixels")
             if value.shape[0] == 0 or value.shape[1] == 0:
                 raise ProtocolError(ErrorCode.INVALID_IMAGE, f"'{field}' has zero size {value.shape}")
         else:

@@ -16,13 +16,12 @@ def test_one_robot_through_a_real_server_reports_every_figure_with_the_served_en
         capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")  # restored after: the benchmark sets its own
     args = ["--checkpoint", str(DEMO), "--robots", "1", "--seconds", "1.5", "--warmup-s", "0.5", "--hz", "10",
-            "--buckets", "1", "--bare-runs", "5", "--compilation-cache", str(tmp_path / "cache"),
-            "--stack-encoders", "on", "--conv", "matmul", "--io", "host", "--no-inline-lone-requests"]
+            "--buckets", "1", "--bare-runs", "5", "--compilation-cache", str(tmp_path / "cache")]
     assert serve_latency.main(args) == 0
     out = capsys.readouterr().out
-    # the bare act ran as the server did
-    assert ("--stack-encoders on (encoders stacked), --conv matmul (convolutions matmul), --io host, --no-inline-lone-requests, --keep-warm-ms 0, "
-            "--cuda-graph-min-size 1 (XLA_FLAGS --xla_backend_optimization_level=0 --xla_gpu_graph_min_graph_size=1)") in out
+    # the bare act ran as the server does on the CPU, with the server's XLA flags
+    assert ("image 64x64, encoders separate, convolutions xla "
+            "(XLA_FLAGS --xla_backend_optimization_level=0 --xla_gpu_graph_min_graph_size=1)") in out
     ok, errors = map(int, re.search(r"requests: (\d+) ok, (\d+) errors", out).groups())
     # 1.5 s at 10 Hz: never more than the pace allows, and fewer only if the driver process starts late
     assert errors == 0 and 5 <= ok <= 16
@@ -32,8 +31,6 @@ def test_one_robot_through_a_real_server_reports_every_figure_with_the_served_en
     infer = float(re.search(r"server infer ms: p50 ([\d.]+)", out).group(1))
     total = float(re.search(r"server server total ms: p50 ([\d.]+)", out).group(1))
     assert 0 < infer <= total < p50  # the round trip holds the server's time, which holds the model's
-    assert "keeper acts: 0\n" in out  # no keeper unless asked
-    assert "inline acts: 0\n" in out  # --no-inline-lone-requests: every act on the batch worker
     assert float(re.search(r"mean batch size: ([\d.]+)", out).group(1)) == 1.0  # one robot: never batched
     bare = float(re.search(r"bare PolicyRuntime.act \(batch 1, in-process\): ([\d.]+) ms", out).group(1))
     ratio = float(re.search(r"ratio p50 round trip / bare act: ([\d.]+)", out).group(1))

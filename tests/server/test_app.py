@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -13,7 +12,6 @@ from server_helpers import decoded
 from mqe_client import protocol
 from mqe_client.protocol import ErrorCode
 from server.app import create_app
-from server.batching import LONE_GAP_S
 from server.settings import ServeSettings
 
 
@@ -107,16 +105,17 @@ def test_several_policies_need_a_name(image_ckpt, img_runtime):
         assert reply.status_code == 200
 
 
-def test_policies_load_with_the_stacking_the_settings_choose(image_ckpt):
+def test_policies_load_with_the_encoders_and_convolutions_of_their_devices_platform(image_ckpt, monkeypatch):
+    import server.runtime
     from server.app import load_runtimes
 
-    on = load_runtimes(ServeSettings(policy=(f"img={image_ckpt}",), batch_buckets=(1,), stack_encoders="on"))
-    auto = load_runtimes(ServeSettings(policy=(f"img={image_ckpt}",), batch_buckets=(1,)))
-    assert on["img"].encoders == "stacked" and auto["img"].encoders == "separate"  # auto: no stacking on the CPU
-    matmul = load_runtimes(ServeSettings(policy=(f"img={image_ckpt}",), batch_buckets=(1,), conv="matmul"))
-    assert matmul["img"].conv == "matmul" and auto["img"].conv == "xla"
-    host = load_runtimes(ServeSettings(policy=(f"img={image_ckpt}",), batch_buckets=(1,), io="host"))
-    assert host["img"].host_io and not auto["img"].host_io
+    settings = ServeSettings(policy=(f"img={image_ckpt}",), batch_buckets=(1,))
+    cpu = load_runtimes(settings)["img"]
+    assert (cpu.encoders, cpu.conv, cpu.host_io) == ("separate", "xla", False)  # the CPU's choices
+    monkeypatch.setattr(server.runtime, "CPU_ENCODERS", "stacked")  # what load_runtimes asks follows the platform's
+    monkeypatch.setattr(server.runtime, "OTHER_CONV", "matmul")
+    other = load_runtimes(settings)["img"]
+    assert (other.encoders, other.conv) == ("stacked", "matmul")
 
 
 def request_counts(client: TestClient, endpoint: str) -> dict[str, float]:
@@ -182,80 +181,44 @@ def test_the_robots_posts_skip_the_middleware_stack_and_other_requests_do_not(im
         assert through_stack == [("GET", "/v1/act"), ("GET", "/healthz")]
 
 
-def keeper_acts(client: TestClient) -> float:
-    """mqe_keep_warm_acts_total, summed over devices."""
-    return sum(float(line.split()[-1]) for line in client.get("/metrics").text.splitlines()
-               if line.startswith("mqe_keep_warm_acts_total"))
-
-
-def test_the_keeper_acts_between_requests_and_answers_nobody(image_ckpt, img_runtime):
-    app = image_app(image_ckpt, img_runtime, keep_warm_ms=2, keep_warm_for_s=0.4)
-    image = np.random.default_rng(0).integers(0, 256, (32, 32, 3), dtype=np.uint8)
-    with TestClient(app) as client:
-        wait_ready(client)
-        goal_id = decoded(client.post("/v1/goals", content=protocol.packb({"image": image}), headers=MSGPACK))["goal_id"]
-        assert keeper_acts(client) == 0  # nothing to keep warm before the first act
-        body = protocol.packb({"image": image, "goal_id": goal_id})
-        first = decoded(client.post("/v1/act", content=body, headers=MSGPACK))
-        threading.Event().wait(1.0)  # the keeper runs for 0.4 s after the answer, then stops
-        kept = keeper_acts(client)
-        threading.Event().wait(0.3)
-        assert kept >= 5 and keeper_acts(client) == kept
-        second = decoded(client.post("/v1/act", content=body, headers=MSGPACK))
-        assert request_counts(client, "/v1/act") == {"200": 2}
-        batches = [line for line in client.get("/metrics").text.splitlines()
-                   if line.startswith('mqe_batch_size_count{policy="img"}')]
-        assert float(batches[0].split()[-1]) == 2  # keeper acts are not batches
-    np.testing.assert_array_equal(second["action"], first["action"])  # the keeper changed no state
-    assert second["distance"] == first["distance"]
-
-
 def test_the_settings_reach_each_devices_worker(image_ckpt, img_runtime):
-    settings = ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache="", keep_warm_ms=1.5,
-                             keep_warm_for_s=2.5, max_wait_ms=3, inline_lone_requests=True)
+    settings = ServeSettings(policy=(f"img={image_ckpt}",), compilation_cache="", max_wait_ms=3,
+                             batch_buckets=(1, 2, 8))
     app = loaded_app(settings, {"img": img_runtime})
     with TestClient(app) as client:
         wait_ready(client)
         batcher = app.state.server.batchers["img"]
-        assert (batcher.keep_warm_s, batcher.keep_warm_for_s, batcher.max_wait_s) == (0.0015, 2.5, 0.003)
-        assert batcher.inline
+        assert (batcher.max_wait_s, batcher.max_batch) == (0.003, 8)
+        assert batcher.pending is app.state.server.pending
 
 
-def recording(method, results: list):
-    """`method`, appending each call's result to `results`."""
-
-    def call(*args):
-        results.append(method(*args))
-        return results[-1]
-
-    return call
-
-
-def test_a_lone_request_acted_inline_gets_the_answer_the_worker_gives(image_ckpt, img_runtime):
+def test_every_request_acts_on_the_batch_worker_and_nothing_acts_between_requests(image_ckpt, img_runtime,
+                                                                                  monkeypatch):
     image = np.random.default_rng(3).integers(0, 256, (32, 32, 3), dtype=np.uint8)
-    answers = {}
-    for inline in (False, True):
-        app = image_app(image_ckpt, img_runtime, inline_lone_requests=inline)
-        with TestClient(app) as client:
-            wait_ready(client)
-            acted: list = []
-            batcher = app.state.server.batchers["img"]
-            batcher.try_inline = recording(batcher.try_inline, acted)
-            goal_id = decoded(client.post("/v1/goals", content=protocol.packb({"image": image}),
-                                          headers=MSGPACK))["goal_id"]
-            answers[inline] = []
-            for _ in range(3):
-                time.sleep(LONE_GAP_S)  # the requests come one by one, as from one robot, not a crowd
-                answers[inline].append(decoded(client.post("/v1/act", content=protocol.packb(
-                    {"image": image, "goal_id": goal_id}), headers=MSGPACK)))
-            assert request_counts(client, "/v1/act") == {"200": 3}
-            exposed = client.get("/metrics").text.splitlines()
-            batches = [line for line in exposed if line.startswith('mqe_batch_size_count{policy="img"}')]
-            assert float(batches[0].split()[-1]) == 3  # inline acts are counted as batches of one
-            inline_acts = [float(line.split()[-1]) for line in exposed if line.startswith("mqe_inline_acts_total")]
-            assert inline_acts == ([3.0] if inline else [])
-            assert not app.state.server.pending.expecting  # every request withdrawn
-        assert [a is not None for a in acted] == [inline] * 3  # inline only when asked
-    for worker, inline in zip(answers[False], answers[True], strict=True):
-        np.testing.assert_array_equal(inline["action"], worker["action"])
-        assert inline["distance"] == worker["distance"]
+    threads: list[str] = []
+    act_batch = img_runtime.act_batch
+
+    def recording_act_batch(observations, goals):
+        threads.append(threading.current_thread().name)
+        return act_batch(observations, goals)
+
+    app = image_app(image_ckpt, img_runtime)
+    with TestClient(app) as client:
+        wait_ready(client)
+        monkeypatch.setattr(img_runtime, "act_batch", recording_act_batch)
+        goal_id = decoded(client.post("/v1/goals", content=protocol.packb({"image": image}), headers=MSGPACK))["goal_id"]
+        answers = []
+        for _ in range(3):
+            threading.Event().wait(0.05)  # the requests come one by one, as from one robot
+            answers.append(decoded(client.post("/v1/act", content=protocol.packb({"image": image, "goal_id": goal_id}),
+                                               headers=MSGPACK)))
+        threading.Event().wait(0.1)
+        assert request_counts(client, "/v1/act") == {"200": 3}
+        batches = [line for line in client.get("/metrics").text.splitlines()
+                   if line.startswith('mqe_batch_size_count{policy="img"}')]
+        assert float(batches[0].split()[-1]) == 3  # one batch of one per request
+        assert not app.state.server.pending.expecting  # every request withdrawn
+    assert len(threads) == 3 and all(t.startswith("batcher-") for t in threads)  # the worker's thread, not the loop's
+    for answer in answers[1:]:
+        np.testing.assert_array_equal(answer["action"], answers[0]["action"])
+        assert answer["distance"] == answers[0]["distance"]

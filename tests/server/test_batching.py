@@ -1,4 +1,4 @@
-"""MicroBatcher and GoalCache without a model: batching, the wait rule, the keeper, inline acts, LRU eviction."""
+"""MicroBatcher and GoalCache without a model: batching, the wait rule, the one worker path, LRU eviction."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mqe_client.protocol import ErrorCode, ProtocolError
-from server.batching import LONE_GAP_S, MicroBatcher, PendingCounter
+from server.batching import MicroBatcher, PendingCounter
 from server.goals import GoalCache
 
 
@@ -85,56 +85,6 @@ def test_a_model_fault_reaches_every_waiter_and_the_worker_survives():
         batcher.close()
 
 
-def test_the_keeper_reruns_the_last_act_while_idle_then_stops():
-    kept: list[str] = []
-    batcher = MicroBatcher("dev", keep_warm_ms=5, keep_warm_for_s=0.3, on_keep_warm=kept.append)
-    runtime = FakeRuntime()
-    try:
-        first = batcher.submit(runtime, np.full(2, 1.0), np.full(2, 2.0)).result(5)
-        time.sleep(0.6)  # the keeper runs for 0.3 s after the answer, then stops
-        stopped_at = len(runtime.calls)
-        time.sleep(0.2)
-        assert len(runtime.calls) == stopped_at
-        second = batcher.submit(runtime, np.full(2, 5.0), np.zeros(2)).result(5)
-    finally:
-        batcher.close()
-    keeper_acts = stopped_at - 1
-    # every 5 ms for 0.3 s is at most 60; a loaded CI machine sleeps longer than asked, so fewer
-    assert 10 <= keeper_acts <= 61 and len(kept) == keeper_acts and set(kept) == {"dev"}
-    for observations, goals in runtime.inputs[1:stopped_at]:  # the last request's inputs, alone
-        np.testing.assert_array_equal(observations, [[1.0, 1.0]])
-        np.testing.assert_array_equal(goals, [[2.0, 2.0]])
-    # the keeper's answers reach nobody: each request got its own
-    np.testing.assert_array_equal(first.action, [3.0, 3.0])
-    np.testing.assert_array_equal(second.action, [5.0, 5.0])
-    assert first.batch_size == second.batch_size == 1
-
-
-def test_no_keeper_without_keep_warm_ms_and_a_failing_keeper_stops_quietly():
-    off = MicroBatcher("dev")
-    runtime = FakeRuntime()
-    try:
-        off.submit(runtime, np.zeros(2), np.zeros(2)).result(5)
-        time.sleep(0.1)
-    finally:
-        off.close()
-    assert runtime.calls == [1]
-    kept: list[str] = []
-    batcher = MicroBatcher("dev", keep_warm_ms=2, keep_warm_for_s=5, on_keep_warm=kept.append)
-    failing = FakeRuntime()
-    try:
-        batcher.submit(failing, np.zeros(2), np.zeros(2)).result(5)
-        failing.fail = True
-        time.sleep(0.1)
-        assert failing.calls == [1, 1] and kept == []  # one failed keeper act, then no more
-        with pytest.raises(RuntimeError, match="device lost"):  # the next request meets the fault itself
-            batcher.submit(failing, np.zeros(2), np.zeros(2)).result(5)
-        failing.fail = False
-        assert batcher.submit(failing, np.ones(2), np.ones(2)).result(5).action.tolist() == [2.0, 2.0]
-    finally:
-        batcher.close()
-
-
 class ThreadRecordingRuntime(FakeRuntime):
     """Also records which thread ran each act."""
 
@@ -147,96 +97,24 @@ class ThreadRecordingRuntime(FakeRuntime):
         return super().act_batch(observations, goals)
 
 
-def test_a_lone_request_acts_on_the_calling_thread_only_when_inline_is_on():
+def test_every_request_lone_or_not_acts_on_the_devices_worker_and_nothing_acts_between_requests():
     pending = PendingCounter()
-    off = MicroBatcher("dev", pending=pending)
-    on = MicroBatcher("dev", pending=pending, inline=True)
+    batcher = MicroBatcher("dev", max_wait_ms=0, pending=pending)
     runtime = ThreadRecordingRuntime()
     try:
         pending.announce()  # as the app does before it parses the request
-        assert off.try_inline(runtime, np.ones(2), np.ones(2)) is None and runtime.calls == []
-        result = on.try_inline(runtime, np.full(2, 2.0), np.ones(2))
-        assert not pending.expecting  # withdrawn by the inline act
+        lone = batcher.submit(runtime, np.full(2, 2.0), np.ones(2))
+        pending.withdraw()
+        result = lone.result(5)
+        time.sleep(0.1)  # idle: the worker waits for the next request and runs nothing
+        assert runtime.calls == [1]
+        crowd = [batcher.submit(runtime, np.full(2, float(i)), np.zeros(2)) for i in range(3)]
+        assert [f.result(5).action.tolist() for f in crowd] == [[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]]
     finally:
-        off.close()
-        on.close()
+        batcher.close()
     np.testing.assert_array_equal(result.action, [3.0, 3.0])
-    assert result.batch_size == 1 and result.distance == 3.0 and result.queue_ms < 50
-    assert runtime.threads == [threading.current_thread().name]
-
-
-def test_inline_gives_way_to_other_requests_and_to_a_busy_device():
-    pending = PendingCounter()
-    batcher = MicroBatcher("dev", max_wait_ms=0, pending=pending, inline=True)
-    runtime = ThreadRecordingRuntime(delay=0.2)
-    try:
-        pending.announce()
-        pending.announce()  # a second request is being parsed
-        assert batcher.try_inline(runtime, np.ones(2), np.ones(2)) is None
-        pending.withdraw()
-        busy = batcher.submit(runtime, np.zeros(2), np.zeros(2))  # the worker acts for 0.2 s
-        while not runtime.calls:  # until the worker is inside that act
-            time.sleep(0.001)
-        assert batcher.try_inline(runtime, np.ones(2), np.ones(2)) is None  # the device is acting
-        assert pending.expecting  # not withdrawn: the caller submits instead
-        busy.result(5)
-        queued = batcher.submit(runtime, np.ones(2), np.zeros(2))  # queued behind nothing, taken at once
-        assert queued.result(5).batch_size == 1
-    finally:
-        batcher.close()
-    assert runtime.calls == [1, 1] and set(runtime.threads) == {"batcher-dev"}
-
-
-def test_a_request_that_follows_another_closely_is_not_lone():
-    pending = PendingCounter()
-    inlined: list[str] = []
-    batcher = MicroBatcher("dev", max_wait_ms=0, pending=pending, inline=True, on_inline=inlined.append)
-    runtime = ThreadRecordingRuntime()
-    try:
-        assert pending.quiet_for(LONE_GAP_S)  # nothing has arrived yet
-        pending.announce()
-        assert pending.quiet_for(LONE_GAP_S)  # only the caller's own request
-        assert batcher.try_inline(runtime, np.ones(2), np.ones(2)) is not None
-        pending.announce()  # a second robot, right behind the first: its predecessor is recent
-        assert not pending.quiet_for(LONE_GAP_S) and pending.quiet_for(0.0)
-        assert batcher.try_inline(runtime, np.ones(2), np.ones(2)) is None
-        assert pending.expecting  # not withdrawn: the caller submits instead
-        pending.withdraw()
-        time.sleep(LONE_GAP_S * 1.5)
-        pending.announce()  # the first robot again, one gap after the last arrival
-        assert batcher.try_inline(runtime, np.ones(2), np.ones(2)) is not None
-        pending.announce()
-        pending.announce()  # another arrives after the caller's: the caller's own is now the older one
-        assert not pending.quiet_for(LONE_GAP_S)
-    finally:
-        batcher.close()
-    assert runtime.calls == [1, 1] and inlined == ["dev", "dev"]
-
-
-def test_an_inline_fault_reaches_its_caller_and_an_inline_act_restarts_an_idle_keeper():
-    kept: list[str] = []
-    pending = PendingCounter()
-    batcher = MicroBatcher("dev", pending=pending, keep_warm_ms=5, keep_warm_for_s=0.2,
-                           on_keep_warm=kept.append, inline=True)
-    runtime = ThreadRecordingRuntime()
-    try:
-        runtime.fail = True
-        pending.announce()
-        with pytest.raises(RuntimeError, match="device lost"):
-            batcher.try_inline(runtime, np.zeros(2), np.zeros(2))
-        assert not pending.expecting
-        runtime.fail = False
-        time.sleep(0.1)
-        assert kept == []  # a failed act leaves nothing for the keeper to rerun
-        pending.announce()
-        assert batcher.try_inline(runtime, np.full(2, 1.0), np.full(2, 2.0)).batch_size == 1
-        time.sleep(0.1)  # the worker sat in a plain wait; the inline act woke it to keep warm
-        assert len(kept) >= 3 and set(runtime.threads[2:]) == {"batcher-dev"}
-        for observations, goals in runtime.inputs[2:]:  # the inline request's inputs, rerun
-            np.testing.assert_array_equal(observations, [[1.0, 1.0]])
-            np.testing.assert_array_equal(goals, [[2.0, 2.0]])
-    finally:
-        batcher.close()
+    assert result.batch_size == 1 and result.distance == 3.0
+    assert set(runtime.threads) == {"batcher-dev"}
 
 
 def test_goal_cache_is_lru_bounded_and_per_policy():

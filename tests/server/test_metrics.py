@@ -7,10 +7,12 @@ from server.metrics import ServerMetrics, sample_total
 
 def test_sample_total_sums_one_sample_over_its_label_sets_and_nothing_else():
     metrics = ServerMetrics()
-    assert sample_total(metrics.render().decode(), "mqe_inline_acts_total") == 0.0  # none yet
-    for device in ("cpu:0", "cpu:0", "cuda:1"):
-        metrics.observe_inline(device)
+    assert sample_total(metrics.render().decode(), "mqe_goals_uploaded_total") == 0.0  # none yet
+    for policy in ("a", "a", "b"):
+        metrics.goals_uploaded.labels(policy).inc()
+    metrics.observe_batch("a", 4, 0.001)
     text = metrics.render().decode()
-    assert sample_total(text, "mqe_inline_acts_total") == 3.0
-    assert sample_total(text, "mqe_keep_warm_acts_total") == 0.0  # another counter's samples are not counted
-    assert sample_total(text, "mqe_inline_acts_created") > 0  # the family's other sample, only when asked for
+    assert sample_total(text, "mqe_goals_uploaded_total") == 3.0
+    assert sample_total(text, "mqe_batch_size_sum") == 4.0  # another family's samples are not counted
+    assert sample_total(text, "mqe_batch_size_count") == 1.0
+    assert sample_total(text, "mqe_goals_uploaded_created") > 0  # the family's other sample, only when asked for

@@ -9,7 +9,7 @@ import pytest
 
 from mqe_client.images import preprocess_image
 from mqe_client.protocol import ErrorCode, ProtocolError
-from server.runtime import PolicyRuntime, decode_image_bytes
+from server.runtime import MAX_PIXELS, PolicyRuntime, conv_on, decode_image_bytes, encoders_on
 
 
 @pytest.fixture(scope="module")
@@ -72,10 +72,15 @@ def test_bad_images_are_protocol_errors(runtime, value, code):
     assert info.value.code == code
 
 
-def test_pixel_limit():
+def test_pixel_limit(runtime):
     big = cv2.imencode(".png", np.zeros((300, 300, 3), np.uint8))[1].tobytes()
     with pytest.raises(ProtocolError, match="over 10000 pixels"):
         decode_image_bytes(big, max_pixels=10_000)
+    assert MAX_PIXELS == 4096 * 4096
+    wide = np.lib.stride_tricks.as_strided(np.zeros(3, np.uint8), (1, MAX_PIXELS + 1, 3), (0, 0, 1))  # no memory
+    with pytest.raises(ProtocolError, match=f"over {MAX_PIXELS} pixels") as info:
+        runtime.prepare(wide)
+    assert info.value.code == ErrorCode.INVALID_IMAGE
 
 
 def test_mqe_goal_codes_hold_psi_of_every_head_then_the_actor_goal_features(runtime):
@@ -119,6 +124,11 @@ def test_stacking_asked_of_a_state_policy_changes_nothing(state_ckpt):
     for wanted in ("stacked", "twin"):
         runtime = PolicyRuntime.load(state_ckpt, buckets=(1,), name="state-stacked", encoders=wanted)
         assert runtime.encoders == "separate"  # nothing to stack: a state MQE policy has no image encoders
+
+
+def test_image_policies_serve_twin_encoders_and_matmul_convolutions_on_gpus_separate_and_xla_on_the_cpu():
+    assert encoders_on("gpu") == encoders_on("tpu") == "twin" and encoders_on("cpu") == "separate"
+    assert conv_on("gpu") == "matmul" and conv_on("cpu") == conv_on("tpu") == "xla"
 
 
 def test_arrangements_fall_back_to_the_nearest_the_policy_has():

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from mqe_model import demo
-from server.cli import main
+from server.cli import main, xla_flags
 from server.settings import ServeSettings, SettingsError, is_loopback, parse
 
 
@@ -23,7 +25,7 @@ def test_env_never_names_checkpoints():
 
 
 @pytest.mark.parametrize("name, match", [
-    ("MQE_SERVE_KEEP_WARM_AHEAD_MS", "MQE_SERVE_KEEP_WARM_AHEAD_MS is not a setting of mqe-serve; did you mean MQE_SERVE_KEEP_WARM_MS"),
+    ("MQE_SERVE_MAX_WAIT_S", "MQE_SERVE_MAX_WAIT_S is not a setting of mqe-serve; did you mean MQE_SERVE_MAX_WAIT_MS"),
     ("MQE_SERVE_PROT", "did you mean MQE_SERVE_PORT"),
     ("MQE_SERVE_ZZZZZZZZ", r"MQE_SERVE_ZZZZZZZZ is not a setting of mqe-serve; unset it or rename it"),
 ])
@@ -41,71 +43,35 @@ def test_an_unknown_environment_setting_is_refused_with_the_nearest_name(name, m
     ({"policy": ("nodir",)}, "NAME=CHECKPOINT_DIR"),
     ({"port": 0}, "not a TCP port"),
     ({"batch_buckets": (0,)}, "positive"),
-    ({"stack_encoders": "yes"}, "choose auto, on, off or twin"),
-    ({"conv": "fft"}, "--conv 'fft': choose auto, xla or matmul"),
-    ({"io": "pinned"}, "--io 'pinned': choose device or host"),
-    ({"keep_warm_ms": 0.5}, "--keep-warm-ms 0.5: use 0 .off. or a period of at least 1 ms"),
-    ({"keep_warm_ms": -1}, "--keep-warm-ms -1"),
-    ({"keep_warm_ms": float("nan")}, "--keep-warm-ms nan"),
-    ({"keep_warm_for_s": 0}, "--keep-warm-for-s 0 must be a positive number of seconds"),
-    ({"keep_warm_for_s": float("inf")}, "--keep-warm-for-s inf"),
-    ({"cuda_graph_min_size": -1}, "--cuda-graph-min-size -1: use 0 .XLA's default. or a number of kernels"),
 ])
 def test_bad_combinations_are_rejected(kwargs, match):
     with pytest.raises(SettingsError, match=match):
         ServeSettings(**kwargs)
 
 
-def test_encoders_are_twins_off_the_cpu_unless_told():
-    auto, on, off, twin = (ServeSettings(stack_encoders=v) for v in ("auto", "on", "off", "twin"))
-    assert ServeSettings().stack_encoders == "auto"
-    assert auto.encoders_on("gpu") == "twin" and auto.encoders_on("cpu") == "separate"
-    assert on.encoders_on("cpu") == "stacked" and off.encoders_on("gpu") == "separate"
-    assert twin.encoders_on("cpu") == twin.encoders_on("gpu") == "twin"
-    assert parse(["--stack-encoders", "twin"], {}).stack_encoders == "twin"
+def test_only_what_an_operator_sets_is_a_setting():
+    assert [f.name for f in dataclasses.fields(ServeSettings)] == [
+        "policy", "default_policy", "host", "port", "token", "insecure", "max_body_bytes", "batch_buckets",
+        "max_wait_ms", "goal_cache_size", "compilation_cache", "episode_idle_s", "log_level"]
 
 
-def test_convolutions_are_matmuls_on_gpus_only_unless_told():
-    auto, xla, matmul = (ServeSettings(conv=v) for v in ("auto", "xla", "matmul"))
-    assert ServeSettings().conv == "auto"
-    assert auto.conv_on("gpu") == "matmul" and auto.conv_on("cpu") == auto.conv_on("tpu") == "xla"
-    assert xla.conv_on("gpu") == "xla" and matmul.conv_on("cpu") == "matmul"
-    assert parse(["--conv", "matmul"], {}).conv == "matmul"
-    assert parse([], {"MQE_SERVE_CONV": "matmul"}).conv == "matmul"
+@pytest.mark.parametrize("name", ["MQE_SERVE_KEEP_WARM_MS", "MQE_SERVE_INLINE_LONE_REQUESTS", "MQE_SERVE_STACK_ENCODERS",
+                                  "MQE_SERVE_CONV", "MQE_SERVE_IO", "MQE_SERVE_CUDA_GRAPH_MIN_SIZE",
+                                  "MQE_SERVE_MAX_IMAGE_PIXELS"])
+def test_the_fixed_choices_are_no_settings_and_stop_the_server_when_set(name, capsys):
+    with pytest.raises(SettingsError, match=f"{name} is not a setting of mqe-serve"):
+        parse([], {name: "1"})
+    flag = "--" + name.removeprefix("MQE_SERVE_").lower().replace("_", "-")
+    with pytest.raises(SystemExit):  # tyro: an unknown flag, exit 2
+        parse([flag, "1"], {})
+    assert flag in capsys.readouterr().err
 
 
-def test_lone_requests_act_inline_unless_told():
-    assert ServeSettings().inline_lone_requests and parse([], {}).inline_lone_requests
-    assert not parse(["--no-inline-lone-requests"], {}).inline_lone_requests
-    assert not parse([], {"MQE_SERVE_INLINE_LONE_REQUESTS": "false"}).inline_lone_requests
-    assert parse(["--inline-lone-requests"], {"MQE_SERVE_INLINE_LONE_REQUESTS": "0"}).inline_lone_requests
-
-
-def test_frames_go_through_device_memory_unless_told(capsys):
-    assert ServeSettings().io == "device" and not ServeSettings().host_io and ServeSettings(io="host").host_io
-    assert parse(["--io", "host"], {}).io == "host"
-    assert parse([], {"MQE_SERVE_IO": "host"}).io == "host"
-    with pytest.raises(SystemExit):  # tyro reports the settings' error in one box, no traceback
-        parse([], {"MQE_SERVE_IO": "gpu"})
-    assert "--io 'gpu': choose device or host" in capsys.readouterr().err
-
-
-def test_the_keeper_is_off_unless_told():
-    assert ServeSettings().keep_warm_ms == 0 and ServeSettings().keep_warm_for_s == 5
-    told = parse(["--keep-warm-ms", "5", "--keep-warm-for-s", "2.5"], {})
-    assert (told.keep_warm_ms, told.keep_warm_for_s) == (5, 2.5)
-    assert parse([], {"MQE_SERVE_KEEP_WARM_MS": "2"}).keep_warm_ms == 2
-
-
-def test_cuda_graphs_take_runs_of_any_size_unless_the_environment_or_the_command_line_says_otherwise():
-    assert ServeSettings().cuda_graph_min_size == 1
-    assert ServeSettings().xla_flags("") == "--xla_gpu_graph_min_graph_size=1"
-    assert ServeSettings().xla_flags("--xla_dump_to=/tmp/d") == "--xla_dump_to=/tmp/d --xla_gpu_graph_min_graph_size=1"
+def test_cuda_graphs_take_runs_of_any_size_unless_xla_flags_sets_a_size():
+    assert xla_flags("") == "--xla_gpu_graph_min_graph_size=1"
+    assert xla_flags("--xla_dump_to=/tmp/d") == "--xla_dump_to=/tmp/d --xla_gpu_graph_min_graph_size=1"
     mine = "--xla_gpu_graph_min_graph_size=7 --xla_dump_to=/tmp/d"
-    assert ServeSettings().xla_flags(mine) == mine  # a size the operator put in XLA_FLAGS wins
-    assert ServeSettings(cuda_graph_min_size=0).xla_flags("--xla_dump_to=/tmp/d") == "--xla_dump_to=/tmp/d"
-    assert parse(["--cuda-graph-min-size", "3"], {}).xla_flags("") == "--xla_gpu_graph_min_graph_size=3"
-    assert parse([], {"MQE_SERVE_CUDA_GRAPH_MIN_SIZE": "0"}).cuda_graph_min_size == 0
+    assert xla_flags(mine) == mine  # a size the operator put in XLA_FLAGS wins
 
 
 def test_non_loopback_is_allowed_with_a_token_or_insecure():
