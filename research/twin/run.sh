@@ -14,7 +14,7 @@ python3 -m benchmarks.train_throughput --preset sim --image-size 64 --baseline e
 while [ ! -f $W/data.done ]; do sleep 2; done; tail -2 $W/datagen.log
 for a in mqe gcbc gciql; do
   XLA_PYTHON_CLIENT_MEM_FRACTION=0.3 setsid nohup python3 -m mqe_model.train --agent $a --preset sim \
-    --data $W/data --workdir $W/$a --steps $steps --seed 0 --image-size 64 --save-every 20000 \
+    --data $W/data --workdir $W/$a --steps $steps --seed 0 --image-size 64 --save-every 10000 \
     --log-every 5000 --no-progress > $W/$a.log 2>&1 < /dev/null &
 done
 sleep $(( 560 - ($(date +%s) - t0) )); bash research/twin/poll.sh 0
