@@ -424,7 +424,7 @@ def get_config(name: str) -> Config:
             gamma=0.98,
             p_next=0.1,
             alpha=3.0,
-            # bf16 convolutions (float32 MLPs): x?.? the float32 stack's updates/s on an H100, losses within 1e-3.
+            # bf16 convolutions, float32 MLPs: the losses stay within 1e-3 of the float32 stack.
             encoder="impala_small_bf16",
         ),
         # Small widths for CPU tests.
