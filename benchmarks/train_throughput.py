@@ -9,8 +9,7 @@ ceiling is what communication and synchronisation cost.
     python benchmarks/train_throughput.py --preset tiny                       # CPU smoke run
     python benchmarks/train_throughput.py --preset ogbench_state              # one GPU
     python benchmarks/train_throughput.py --preset bridge --devices 1 2       # ResNet-34 x2, 128px, 2 GPUs
-    python benchmarks/train_throughput.py --preset sim --image-size 64 --baseline encoder=impala_small \
-        matmul_precision=float32                                              # bf16 against float32
+    python benchmarks/train_throughput.py --preset sim --image-size 64 --baseline encoder=impala_small  # bf16 vs float32
 
 Data is synthetic with the shapes of the real thing (scene-play: 40-d states, 5-d actions; Bridge:
 128 x 128 RGB, 7-d actions), written once to a temporary directory and read by the real loader.

@@ -159,7 +159,7 @@ def get_config(name: str) -> Config:
     """A named preset: 'ogbench_state', 'ogbench_pixel', 'bridge', 'sim' or 'tiny'."""
     presets = {
         "ogbench_state": Config(name="ogbench_state"),
-        "ogbench_pixel": Config(name="ogbench_pixel", encoder="impala_small_bf16"),
+        "ogbench_pixel": Config(name="ogbench_pixel", encoder="impala_small"),
         # BridgeData V2: ResNet-34 (GroupNorm) on observation and goal stacked channel-wise, MLP 256^3.
         "bridge": Config(name="bridge", batch_size=128, actor_hidden_dims=(256, 256, 256),
                              encoder="resnet34"),
