@@ -30,8 +30,9 @@ def main(cfg: DemoBenchConfig) -> None:
         t0 = time.perf_counter()
         ok, lengths, ik, failed = 0, [], 0, []
         for seed in range(cfg.seeds):
-            index, rng = demos.reset_for(env, primitive, seed)
-            ep = demos.run_primitive(env, primitive, index, rng, noise=cfg.noise, record=False)
+            index, rng, place_xy = demos.reset_for(env, primitive, seed)
+            ep = demos.run_primitive(env, primitive, index, rng, noise=cfg.noise, record=False,
+                                     place_xy=place_xy)
             ok += ep.success
             lengths.append(env.steps)
             ik += ep.ik_failures

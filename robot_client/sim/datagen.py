@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 PRIMITIVES = ("pnp_plate", "open_drawer", "pnp_drawer")  # same names as demos.PRIMITIVES
 PROPRIO_NAMES = ("x", "y", "z", "roll", "pitch", "yaw", "gripper")
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: plate scenes may start with other objects already in plate slots
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +70,7 @@ def _init_worker(image_size: int) -> None:
 
 def generate_episode(index: int, cfg: DataGenConfig) -> dict[str, Any]:
     """Record episode `index` (retrying with fresh scenes on failure); arrays plus its metadata."""
-    from robot_client.sim import demos, layout
+    from robot_client.sim import demos, layout, scoring
 
     env = _ENV
     failures = 0
@@ -78,8 +78,9 @@ def generate_episode(index: int, cfg: DataGenConfig) -> dict[str, Any]:
         seq = np.random.SeedSequence([cfg.seed, index, attempt])
         primitive = cfg.primitives[index % len(cfg.primitives)]  # balanced, whatever the count
         scene_seed = int(seq.generate_state(1)[0])
-        obj, rng = demos.reset_for(env, primitive, scene_seed)
-        ep = demos.run_primitive(env, primitive, obj, rng, noise=cfg.noise)
+        obj, rng, place_xy = demos.reset_for(env, primitive, scene_seed)
+        placed_before = sum(scoring.on_plate(env.scene_state(), i) for i in range(len(layout.OBJECTS)))
+        ep = demos.run_primitive(env, primitive, obj, rng, noise=cfg.noise, place_xy=place_xy)
         if ep.success:
             terminals = np.zeros(len(ep.actions), dtype=bool)
             terminals[-1] = True
@@ -93,6 +94,7 @@ def generate_episode(index: int, cfg: DataGenConfig) -> dict[str, Any]:
                     "primitive": primitive,
                     "object": layout.OBJECTS[obj].name if obj >= 0 else None,
                     "scene_seed": scene_seed,
+                    "objects_on_plate_before": int(placed_before),
                     "length": len(ep.actions),
                     "failed_attempts": failures,
                     "ik_failures": ep.ik_failures,

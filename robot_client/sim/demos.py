@@ -24,6 +24,7 @@ PRIMITIVES = ("pnp_plate", "open_drawer", "pnp_drawer")
 SAFE_Z = 0.12  # m, travel height of the tip between waypoints
 PRECISE_NOISE = 0.25  # noise factor in fine phases
 GRASP_BELOW_CENTRE = 0.008  # m, tip below an object's centre when grasping (pads cover its middle)
+SLOT_JITTER = 0.003  # m, largest offset from a plate slot (slots are 2-2.4 cm from the centre)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,17 +85,28 @@ def _place(place_xy: np.ndarray, release_z: float, yaw: float) -> list[Waypoint]
     ]
 
 
-def plan(env: WidowXSimEnv, primitive: str, index: int, rng: np.random.Generator) -> list[Waypoint]:
-    """Waypoints of a primitive in the current scene (object `index` where it applies)."""
+def plan(
+    env: WidowXSimEnv,
+    primitive: str,
+    index: int,
+    rng: np.random.Generator,
+    place_xy: np.ndarray | None = None,
+) -> list[Waypoint]:
+    """Waypoints of a primitive in the current scene (object `index` where it applies); a plate
+    pick-and-place sets the object down at `place_xy`, or near the plate centre when None."""
     lay = env.layout
     if primitive == "pnp_plate":
         spec = L.OBJECTS[index]
-        offset = rng.uniform(
-            -0.015, 0.015, size=2
-        )  # not always the exact centre: more varied goals
         yaw = _yaw_for(env, index)
+        if place_xy is None:
+            # not always the exact centre: more varied goals
+            place_xy, place_yaw = lay.plate_xy + rng.uniform(-0.015, 0.015, size=2), yaw
+        else:
+            # fingers open along the radius of the plate, away from the neighbouring slots
+            radial = place_xy - lay.plate_xy
+            place_yaw = float(np.arctan2(radial[1], radial[0]) % np.pi - np.pi / 2)
         release_z = L.PLATE_TOP + spec.half_height + 0.002
-        return _pick(env, index) + _place(lay.plate_xy + offset, release_z, yaw)
+        return _pick(env, index) + _place(place_xy, release_z, place_yaw)
     if primitive == "pnp_drawer":
         spec = L.OBJECTS[index]
         opening = env.scene_state().drawer_opening
@@ -164,14 +176,17 @@ def run_primitive(
     rng: np.random.Generator,
     noise: float = 0.0,
     record: bool = True,
+    place_xy: np.ndarray | None = None,
 ) -> Episode:
     """Run one demonstration in the env's current scene; `noise` is the Gaussian action noise
-    std as a fraction of the per-step bounds (0.05 m, 0.25 rad), added to the motion only."""
+    std as a fraction of the per-step bounds (0.05 m, 0.25 rad), added to the motion only.
+    A plate pick-and-place succeeds only if the objects already on the plate stay there."""
     scale = noise * np.array([safety.MAX_DELTA_XYZ] * 3 + [safety.MAX_DELTA_RPY] * 3)
     images, proprio, actions = [], [], []
     obs = env.observation() if record else {"proprio": env.proprio()}
     failures_before = env.ik_failures
-    for wp in plan(env, primitive, index, rng):
+    already_on_plate = _on_plate(env)
+    for wp in plan(env, primitive, index, rng, place_xy):
         steps, held = 0, 0
         while steps < wp.max_steps:
             pose = env.ee_pose()
@@ -191,7 +206,7 @@ def run_primitive(
                 actions.append(action.astype(np.float32))
             obs, *_ = env.step(action)
             steps += 1
-    success = succeeded(env, primitive, index)
+    success = succeeded(env, primitive, index) and already_on_plate <= _on_plate(env)
     hold = np.zeros(7, dtype=np.float32)
     hold[6] = env.gripper_command  # the final step holds still with the gripper as it is
     if record:
@@ -210,17 +225,52 @@ def run_primitive(
     )
 
 
+def solution(env: WidowXSimEnv) -> list[tuple[str, int, np.ndarray | None]]:
+    """The primitives, (name, object index, place xy) each, that solve env's task from its fresh
+    scene and leave the objects where its goal image shows them."""
+    objects = env.task_objects
+    if env.task in scoring.DRAWER_TASKS:
+        opened = [("open_drawer", -1, None)]
+        return opened + ([("pnp_drawer", objects[0], None)] if env.task == "open_drawer_place" else [])
+    slots = L.plate_slots(env.layout.plate_xy, len(objects))
+    return [("pnp_plate", i, None if len(objects) == 1 else xy) for i, xy in zip(objects, slots)]
+
+
+def _on_plate(env: WidowXSimEnv) -> set[int]:
+    state = env.scene_state()
+    return {i for i in range(len(L.OBJECTS)) if scoring.on_plate(state, i)}
+
+
 def _yaw_ok(pose: np.ndarray, yaw: float) -> bool:
     goal = rpy_to_matrix([0.0, 0.0, yaw]) @ GRIPPER_DOWN
     cos = np.clip((np.trace(goal @ pose[:3, :3].T) - 1.0) / 2.0, -1.0, 1.0)
     return bool(np.arccos(cos) < 0.05)
 
 
-def reset_for(env: WidowXSimEnv, primitive: str, seed: int) -> tuple[int, np.random.Generator]:
-    """Reset the env for a primitive episode from `seed`; returns the object index and the rng
-    that drives the demonstrator's own choices (place offsets, noise)."""
+def reset_for(
+    env: WidowXSimEnv, primitive: str, seed: int
+) -> tuple[int, np.random.Generator, np.ndarray | None]:
+    """Reset the env for a primitive episode from `seed`: (object index, the rng that drives the
+    demonstrator's own choices, where a plate pick-and-place sets its object down or None).
+
+    A plate pick-and-place scene may start part-way through a plate task: for a plate layout of
+    n = 1..4 objects (`layout.plate_slots`), k = 0..n-1 others already sit in its first k slots and
+    the object goes to slot k. Chained, such episodes lead from a fresh scene to any plate task's
+    goal, though each one moves a single object."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, 1]))
     opening = rng.uniform(0.08, 0.095) if primitive == "pnp_drawer" else rng.uniform(0.0, 0.02)
     env.reset(seed=seed, drawer_opening=opening)
-    index = int(rng.integers(len(L.OBJECTS))) if primitive != "open_drawer" else -1
-    return index, rng
+    if primitive == "open_drawer":
+        return -1, rng, None
+    if primitive == "pnp_drawer":
+        return int(rng.integers(len(L.OBJECTS))), rng, None
+    count = int(rng.integers(1, len(L.OBJECTS) + 1))
+    placed = int(rng.integers(count))
+    order = rng.permutation(len(L.OBJECTS))
+    slots = L.plate_slots(env.layout.plate_xy, count)
+    jitter = rng.uniform(-SLOT_JITTER, SLOT_JITTER, size=(placed + 1, 2))
+    env.put_on_plate(
+        [(int(i), slots[j] + jitter[j], rng.uniform(-0.2, 0.2)) for j, i in enumerate(order[:placed])]
+    )
+    place_xy = None if count == 1 else slots[placed] + jitter[placed]
+    return int(order[placed]), rng, place_xy

@@ -123,6 +123,18 @@ class WidowXSimEnv:
         d.qpos[adr + 3 : adr + 7] = (np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2))
         d.qvel[self._object_dof[index] : self._object_dof[index] + 6] = 0.0
 
+    def put_on_plate(self, placements: list[tuple[int, np.ndarray, float]]) -> None:
+        """Set objects down on the plate, (index, xy in m, yaw in rad) each, and let them settle:
+        a scene part-way through a plate task."""
+        self._require_reset()
+        if not placements:
+            return
+        for index, xy, yaw in placements:
+            self._place_object(self.data, index, xy, L.PLATE_TOP + L.OBJECTS[index].half_height, yaw)
+        mujoco.mj_forward(self.model, self.data)
+        mujoco.mj_step(self.model, self.data, nstep=50)
+        mujoco.mj_forward(self.model, self.data)
+
     @property
     def task_objects(self) -> tuple[int, ...]:
         """Objects (indices into layout.OBJECTS) the current task instance uses, in order."""
