@@ -13,6 +13,7 @@ import logging
 import numpy as np
 
 from robot_client import safety
+from robot_client.sim import kinematics as K
 from robot_client.sim import layout as L
 from robot_client.sim import scoring
 from robot_client.sim.env import WidowXSimEnv
@@ -24,6 +25,7 @@ PRIMITIVES = ("pnp_plate", "open_drawer", "pnp_drawer")
 SAFE_Z = 0.12  # m, travel height of the tip between waypoints
 PRECISE_NOISE = 0.25  # noise factor in fine phases
 GRASP_BELOW_CENTRE = 0.008  # m, tip below an object's centre when grasping (pads cover its middle)
+RELEASE_CLEARANCE_STEPS = 4  # 5 mm steps of finger room past which a release yaw is clear enough
 SLOT_JITTER = 0.003  # m, largest offset from a plate slot (slots are 2-2.4 cm from the centre)
 
 
@@ -76,6 +78,28 @@ def _pick(env: WidowXSimEnv, index: int) -> list[Waypoint]:
     ]
 
 
+def _release_yaw(env: WidowXSimEnv, index: int, place_xy: np.ndarray) -> float:
+    """Gripper yaw for letting go of object `index` at place_xy: the open fingers keep the most
+    room from the other objects (a finger that lands on a neighbour drags it off the plate on the
+    way up); of equally clear yaws, the one nearest the grasp yaw (the least wrist turn)."""
+    grasp_yaw = _yaw_for(env, index)
+    positions = env.scene_state().objects_pos[:, :2]
+    others = [i for i in range(len(L.OBJECTS)) if i != index]
+    best, best_key = grasp_yaw, None
+    for yaw in grasp_yaw + np.linspace(-np.pi / 2, np.pi / 2, 12, endpoint=False):
+        axis = np.array([-np.sin(yaw), np.cos(yaw)])  # fingers close along y at yaw 0
+        fingers = place_xy + np.outer([-1.0, 1.0], axis) * K.FINGER_RANGE[1]
+        clearance = min(
+            np.linalg.norm(fingers - positions[i], axis=1).min() - L.OBJECTS[i].half_width
+            for i in others
+        )
+        # clearance rounded to 5 mm: beyond that a smaller turn matters more
+        key = (min(round(clearance / 0.005), RELEASE_CLEARANCE_STEPS), -abs(yaw - grasp_yaw))
+        if best_key is None or key > best_key:
+            best, best_key = float(yaw), key
+    return best
+
+
 def _place(place_xy: np.ndarray, release_z: float, yaw: float) -> list[Waypoint]:
     return [
         Waypoint(np.array([*place_xy, SAFE_Z]), yaw, 0.0, tol=0.008),
@@ -100,13 +124,9 @@ def plan(
         yaw = _yaw_for(env, index)
         if place_xy is None:
             # not always the exact centre: more varied goals
-            place_xy, place_yaw = lay.plate_xy + rng.uniform(-0.015, 0.015, size=2), yaw
-        else:
-            # fingers open along the radius of the plate, away from the neighbouring slots
-            radial = place_xy - lay.plate_xy
-            place_yaw = float(np.arctan2(radial[1], radial[0]) % np.pi - np.pi / 2)
+            place_xy = lay.plate_xy + rng.uniform(-0.015, 0.015, size=2)
         release_z = L.PLATE_TOP + spec.half_height + 0.002
-        return _pick(env, index) + _place(place_xy, release_z, place_yaw)
+        return _pick(env, index) + _place(place_xy, release_z, _release_yaw(env, index, place_xy))
     if primitive == "pnp_drawer":
         spec = L.OBJECTS[index]
         opening = env.scene_state().drawer_opening
@@ -231,7 +251,9 @@ def solution(env: WidowXSimEnv) -> list[tuple[str, int, np.ndarray | None]]:
     objects = env.task_objects
     if env.task in scoring.DRAWER_TASKS:
         opened = [("open_drawer", -1, None)]
-        return opened + ([("pnp_drawer", objects[0], None)] if env.task == "open_drawer_place" else [])
+        return opened + (
+            [("pnp_drawer", objects[0], None)] if env.task == "open_drawer_place" else []
+        )
     slots = L.plate_slots(env.layout.plate_xy, len(objects))
     return [("pnp_plate", i, None if len(objects) == 1 else xy) for i, xy in zip(objects, slots)]
 
@@ -270,7 +292,10 @@ def reset_for(
     slots = L.plate_slots(env.layout.plate_xy, count)
     jitter = rng.uniform(-SLOT_JITTER, SLOT_JITTER, size=(placed + 1, 2))
     env.put_on_plate(
-        [(int(i), slots[j] + jitter[j], rng.uniform(-0.2, 0.2)) for j, i in enumerate(order[:placed])]
+        [
+            (int(i), slots[j] + jitter[j], rng.uniform(-0.2, 0.2))
+            for j, i in enumerate(order[:placed])
+        ]
     )
     place_xy = None if count == 1 else slots[placed] + jitter[placed]
     return int(order[placed]), rng, place_xy
