@@ -45,8 +45,8 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
 def trace_task(policy, act, env, task: str, seed: int) -> dict:
     """Solve one scene by chaining the demonstrators; the critic's distance at every step."""
     import jax.numpy as jnp
-    from mqe_client.images import preprocess_images
 
+    from mqe_client.images import preprocess_images
     from robot_client.sim import demos
 
     image = policy.metadata["image"]
