@@ -2,7 +2,7 @@
 # One call: twin data generated in the background while the sim preset's training speed is measured
 # (bf16 against its float32 encoder, bare update and full loop), then MQE, GCBC and GCIQL started on
 # that data side by side (they outlive this call, not the machine).
-#   [AGENTS="mqe gcbc"] bash research/twin/run.sh EPISODES STEPS [CALL_SECONDS]
+#   [AGENTS="mqe gcbc"] [SAVE_EVERY=10000] bash research/twin/run.sh EPISODES STEPS [CALL_SECONDS]
 source research/twin/setup.sh
 episodes=$1 steps=$2 call_s=${3:-560} W=/tmp/w
 mkdir -p $W; t0=$(date +%s)
@@ -14,7 +14,7 @@ python3 -m benchmarks.train_throughput --preset sim --image-size 64 --baseline e
 while [ ! -f $W/data.done ]; do sleep 2; done; tail -2 $W/datagen.log
 for a in ${AGENTS:-mqe gcbc gciql}; do
   XLA_PYTHON_CLIENT_MEM_FRACTION=0.3 setsid nohup python3 -m mqe_model.train --agent $a --preset sim \
-    --data $W/data --workdir $W/$a --steps $steps --seed 0 --image-size 64 --save-every 10000 \
+    --data $W/data --workdir $W/$a --steps $steps --seed 0 --image-size 64 --save-every ${SAVE_EVERY:-10000} \
     --log-every 5000 --no-progress > $W/$a.log 2>&1 < /dev/null &
 done
 sleep $(( call_s - ($(date +%s) - t0) )); bash research/twin/poll.sh 0
