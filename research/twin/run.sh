@@ -1,17 +1,20 @@
 #!/bin/bash
 # One call: twin data generated in the background while the sim preset's training speed is measured
 # (bf16 against its float32 encoder, bare update and full loop), then MQE, GCBC and GCIQL started on
-# that data side by side (they outlive this call, not the machine).
+# that data side by side (they outlive this call, not the machine: start the next call at once).
 #   [AGENTS="mqe gcbc"] [SAVE_EVERY=10000] bash research/twin/run.sh EPISODES STEPS [CALL_SECONDS]
 source research/twin/setup.sh
 episodes=$1 steps=$2 call_s=${3:-560} W=/tmp/w
 mkdir -p $W; t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; nproc
 (python3 -m robot_client.sim.datagen --out $W/data --episodes $episodes --workers $(nproc) --seed 0 \
-   --overwrite > $W/datagen.log 2>&1; echo "data: $(( $(date +%s) - t0 )) s" >> $W/datagen.log; touch $W/data.done) &
+   --overwrite > $W/datagen.log 2>&1 && touch $W/data.done || touch $W/data.failed
+ echo "data: $(( $(date +%s) - t0 )) s" >> $W/datagen.log) &
 python3 -m benchmarks.train_throughput --preset sim --image-size 64 --baseline encoder=impala_small \
   --profile 15 --json $OUT/throughput.json 2>&1 | grep -v -i "warn\|^ *$"
-while [ ! -f $W/data.done ]; do sleep 2; done; tail -2 $W/datagen.log
+while [ ! -f $W/data.done ]; do  # no data, no training: stop the call here
+  [ -f $W/data.failed ] && { echo "datagen failed:"; tail -5 $W/datagen.log; exit 1; }; sleep 2
+done; tail -2 $W/datagen.log
 for a in ${AGENTS:-mqe gcbc gciql}; do
   XLA_PYTHON_CLIENT_MEM_FRACTION=0.3 setsid nohup python3 -m mqe_model.train --agent $a --preset sim \
     --data $W/data --workdir $W/$a --steps $steps --seed 0 --image-size 64 --save-every ${SAVE_EVERY:-10000} \
