@@ -1,6 +1,7 @@
 #!/bin/bash
 # One call: twin data generated in the background while the sim preset's training speed is measured
-# (bf16 against its float32 encoder, bare update and full loop), then MQE, GCBC and GCIQL started on
+# (bf16 against its float32 encoder, bare update and full loop; the encoders' max pooling against
+# flax's), then MQE, GCBC and GCIQL started on
 # that data side by side (they outlive this call, not the machine: start the next call at once).
 #   [AGENTS="mqe gcbc"] [SAVE_EVERY=10000] bash research/twin/run.sh EPISODES STEPS [CALL_SECONDS]
 source research/twin/setup.sh
@@ -12,6 +13,7 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; nproc
  echo "data: $(( $(date +%s) - t0 )) s" >> $W/datagen.log) &
 python3 -m benchmarks.train_throughput --preset sim --image-size 64 --baseline encoder=impala_small \
   --profile 15 --json $OUT/throughput.json 2>&1 | grep -v -i "warn\|^ *$"
+python3 -m benchmarks.max_pool 2>&1 | grep -v -i "warn\|^ *$"
 while [ ! -f $W/data.done ]; do  # no data, no training: stop the call here
   [ -f $W/data.failed ] && { echo "datagen failed:"; tail -5 $W/datagen.log; exit 1; }; sleep 2
 done; tail -2 $W/datagen.log
