@@ -1,8 +1,8 @@
 #!/bin/bash
 # One call: twin data generated in the background while the sim preset's training speed is measured
 # (bf16 against its float32 encoder, bare update and full loop; the encoders' max pooling against
-# flax's), then MQE, GCBC and GCIQL started on
-# that data side by side (they outlive this call, not the machine: start the next call at once).
+# flax's), then MQE, GCBC and GCIQL started on that data side by side (they outlive this call, not
+# the machine: start the next call at once).
 #   [AGENTS="mqe gcbc"] [SAVE_EVERY=10000] bash research/twin/run.sh EPISODES STEPS [CALL_SECONDS]
 source research/twin/setup.sh
 episodes=$1 steps=$2 call_s=${3:-560} W=/tmp/w
