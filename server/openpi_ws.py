@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-import math
 import secrets
 import time
 from typing import Any
@@ -57,28 +56,9 @@ OFFLOAD_BYTES = 256 * 1024  # messages larger than this are decoded in a thread,
 # ----------------------------------------------------------------------------- openpi's msgpack-numpy
 
 
-def _array_from_openpi(obj: dict) -> np.ndarray:
-    dtype, shape, data = obj.get(b"dtype"), obj.get(b"shape"), obj.get(b"data")
-    if not isinstance(dtype, str) or dtype not in protocol.ALLOWED_DTYPES:
-        raise ProtocolError(ErrorCode.MALFORMED, f"array dtype {dtype!r} is not allowed; send a numeric dtype")
-    if (
-        not isinstance(shape, list)
-        or len(shape) > protocol.MAX_ARRAY_DIMS
-        or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape)
-    ):
-        raise ProtocolError(ErrorCode.MALFORMED, f"array shape {shape!r} is not a list of sizes")
-    if not isinstance(data, bytes):
-        raise ProtocolError(ErrorCode.MALFORMED, "array data must be bytes")
-    expected = math.prod(shape) * np.dtype(dtype).itemsize
-    if len(data) != expected:
-        raise ProtocolError(ErrorCode.MALFORMED,
-                            f"array data has {len(data)} bytes but dtype {dtype} and shape {shape} need {expected}")
-    return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape)
-
-
 def _openpi_hook(obj: dict) -> Any:
     if b"__ndarray__" in obj:
-        return _array_from_openpi(obj)
+        return protocol.array_from_wire(obj.get(b"dtype"), obj.get(b"shape"), obj.get(b"data"))
     if b"__npgeneric__" in obj:
         dtype, value = obj.get(b"dtype"), obj.get(b"data")
         if not isinstance(dtype, str) or dtype not in protocol.ALLOWED_DTYPES or not isinstance(value, int | float):

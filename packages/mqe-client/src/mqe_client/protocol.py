@@ -87,10 +87,11 @@ def _encode_default(obj: Any) -> Any:
     raise TypeError(f"cannot encode {type(obj).__name__}")
 
 
-def _decode_array(obj: dict) -> np.ndarray:
-    dtype, shape, data = obj.get("dtype"), obj.get("shape"), obj.get("data")
+def array_from_wire(dtype: Any, shape: Any, data: Any) -> np.ndarray:
+    """The array a message's dtype string, shape list and raw bytes describe, checked (one line saying
+    what is wrong otherwise); a read-only view of `data`. Shared by this protocol and openpi's."""
     if not isinstance(dtype, str) or dtype not in ALLOWED_DTYPES:
-        raise ProtocolError(ErrorCode.MALFORMED, f"array dtype {dtype!r} is not allowed")
+        raise ProtocolError(ErrorCode.MALFORMED, f"array dtype {dtype!r} is not allowed; send a numeric dtype")
     if (
         not isinstance(shape, list)
         or len(shape) > MAX_ARRAY_DIMS
@@ -106,6 +107,10 @@ def _decode_array(obj: dict) -> np.ndarray:
             f"array data has {len(data)} bytes but dtype {dtype} and shape {shape} need {expected}",
         )
     return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape)
+
+
+def _decode_array(obj: dict) -> np.ndarray:
+    return array_from_wire(obj.get("dtype"), obj.get("shape"), obj.get("data"))
 
 
 def _decode_hook(obj: dict) -> Any:
