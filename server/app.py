@@ -323,9 +323,8 @@ def create_app(settings: ServeSettings, loader: Loader = load_runtimes) -> Serve
 
     async def act(request: Request) -> Response:
         start = time.perf_counter()
-        state.pending.announce()  # lets the batcher wait for this request to fill a batch
-        withdrawn = False
-        try:
+        # The announcement lets the batcher wait for this request to fill a batch.
+        with state.pending.announced() as withdraw:
             body = await read_message(request, state)
             act_request = protocol.ActRequest.from_wire(body)
             name, runtime = state.resolve_policy(act_request.policy)
@@ -342,12 +341,8 @@ def create_app(settings: ServeSettings, loader: Loader = load_runtimes) -> Serve
                 goal = await asyncio.to_thread(runtime.encode_goal, act_request.goal_image)
             decoded = time.perf_counter()
             future = state.batchers[name].submit(runtime, observation, goal)
-            state.pending.withdraw()  # after the submit: a worker waiting for it finds it queued
-            withdrawn = True
+            withdraw()  # after the submit: a worker waiting for it finds it queued
             result = await asyncio.wrap_future(future)
-        finally:
-            if not withdrawn:
-                state.pending.withdraw()
         done = time.perf_counter()
         timing = protocol.Timing(decode_ms=(decoded - start) * 1000, infer_ms=(done - decoded) * 1000,
                                  total_ms=(done - start) * 1000)

@@ -15,12 +15,13 @@ machine, docs/performance.md). Nothing runs on the device between requests.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -69,6 +70,25 @@ class PendingCounter:
     def expecting(self) -> bool:
         """Whether an announced request is still on its way."""
         return self._count > 0
+
+    @contextlib.contextmanager
+    def announced(self) -> Iterator[Callable[[], None]]:
+        """One request's announcement: yields its `withdraw`, to call right after the submit (a worker
+        waiting for the request then finds it queued); called on the way out if it never was (the
+        request failed first). Later calls do nothing."""
+        self.announce()
+        withdrawn = False
+
+        def withdraw() -> None:
+            nonlocal withdrawn
+            if not withdrawn:
+                withdrawn = True
+                self.withdraw()
+
+        try:
+            yield withdraw
+        finally:
+            withdraw()
 
 
 class MicroBatcher:

@@ -145,9 +145,8 @@ class _Connection:
             raise ProtocolError(ErrorCode.PAYLOAD_TOO_LARGE,
                                 f"message of {len(data)} bytes is over the limit of {state.settings.max_body_bytes}; "
                                 "send images resized to the policy's size (see the metadata frame)")
-        state.pending.announce()  # lets the batcher wait for this request to fill a batch
-        withdrawn = False
-        try:
+        # The announcement lets the batcher wait for this request to fill a batch.
+        with state.pending.announced() as withdraw:
             decode = lambda: unpack_openpi(data)  # noqa: E731
             message = await asyncio.to_thread(decode) if len(data) > OFFLOAD_BYTES else decode()
             if not isinstance(message, dict):
@@ -169,12 +168,8 @@ class _Connection:
             observation = await asyncio.to_thread(prepare) if len(data) > OFFLOAD_BYTES else prepare()
             decoded = time.perf_counter()
             future = state.batchers[name].submit(runtime, observation, goal)
-            state.pending.withdraw()  # after the submit: a worker waiting for it finds it queued
-            withdrawn = True
+            withdraw()  # after the submit: a worker waiting for it finds it queued
             result = await asyncio.wrap_future(future)
-        finally:
-            if not withdrawn:
-                state.pending.withdraw()
         done = time.perf_counter()
         total_ms = (done - start) * 1000
         state.episodes.record(episode_id, name, total_ms)

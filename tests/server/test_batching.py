@@ -133,3 +133,23 @@ def test_goal_cache_is_lru_bounded_and_per_policy():
     assert cache.hits == 3 and cache.misses == 1
     with pytest.raises(ValueError):
         cache.get(a, "p")[0] = 5.0  # stored goals are read-only
+
+
+def test_an_announced_request_is_withdrawn_once_whether_it_submits_or_fails():
+    pending = PendingCounter()
+    with pending.announced() as withdraw:
+        with pending.announced():  # a second request, still parsing
+            assert pending.expecting
+        assert pending.expecting  # the first is still on its way
+        withdraw()
+        withdraw()  # the second call does nothing: no other request's announcement is spent
+        assert not pending.expecting
+        pending.announce()  # another request arrives while the first awaits its answer
+    assert pending.expecting  # leaving the first request's block spent nothing more
+    pending.withdraw()
+    try:
+        with pending.announced():
+            raise ValueError("bad image")
+    except ValueError:
+        pass
+    assert not pending.expecting
