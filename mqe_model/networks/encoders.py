@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from flax import traverse_util
 
 from mqe_model.networks.mlp import MLP
-from mqe_model.networks.pooling import max_pool
+from mqe_model.networks.pooling import max_pool, window_taps
 
 CONV_LOWERINGS = ("xla", "matmul")  # how an encoder computes its convolutions; make_encoder's ':matmul' suffix
 
@@ -46,8 +46,7 @@ def conv_as_matmul(lhs: jax.Array, rhs: jax.Array, window_strides: Sequence[int]
     out_w = max(0, (x.shape[2] - taps_w) // stride_w + 1)
     if out_h == 0 or out_w == 0:  # the filter fits nowhere: an empty image, as XLA's
         return jnp.zeros((lhs.shape[0], out_h, out_w, features), jnp.result_type(lhs, rhs))
-    taps = [x[:, i:i + stride_h * (out_h - 1) + 1:stride_h, j:j + stride_w * (out_w - 1) + 1:stride_w]
-            for i in range(taps_h) for j in range(taps_w)]
+    taps = window_taps(x, (taps_h, taps_w), (stride_h, stride_w), (out_h, out_w))
     patches = taps[0] if len(taps) == 1 else jnp.concatenate(taps, axis=-1)  # (tap, channel) order, as HWIO
     return jnp.dot(patches, rhs.reshape(taps_h * taps_w * channels, features), precision=precision)
 

@@ -1,11 +1,11 @@
-"""Max pooling whose backward pass is two loop fusions instead of XLA's select-and-scatter.
+"""Max pooling whose backward pass is strided pads instead of XLA's select-and-scatter.
 
 `flax.linen.max_pool` differentiates through `lax.reduce_window`, whose transpose is XLA's
 SelectAndScatter. On an H100 the `sim` preset's update spends 11 % of its kernel time in the four
 largest of those scatters (`docs/performance.md`). Here the forward pass is the same reduce-window;
 the backward pass finds each window's first maximum (the element SelectAndScatter picks: it scans the
 window in row-major order and keeps the earlier of equal values) and routes the window's cotangent
-to it through strided pads, which fuse. Values and gradients equal `max_pool`'s, ties included.
+to it through strided pads: no scatter. Values and gradients equal `max_pool`'s, ties included.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import jax.numpy as jnp
 from jax import lax
 
 
-def _window_taps(padded: jax.Array, window: tuple[int, int], strides: tuple[int, int],
+def window_taps(padded: jax.Array, window: tuple[int, int], strides: tuple[int, int],
                  out_hw: tuple[int, int]) -> list[jax.Array]:
-    """The element at each window offset (row-major) of every output position, each (N, oh, ow, C)."""
+    """The element at each window offset (row-major) of every output position, each (N, oh, ow, C):
+    the strided slices of the padded NHWC input that pooling and `conv_as_matmul` read."""
     (wh, ww), (sh, sw), (oh, ow) = window, strides, out_hw
     return [padded[:, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw]
             for i in range(wh) for j in range(ww)]
@@ -50,7 +51,7 @@ def _max_pool_bwd(window, strides, padding, residuals, cotangent):
     x, y = residuals
     pads = _pads(x, window, strides, padding)
     padded = jnp.pad(x, ((0, 0), *pads, (0, 0)), constant_values=-jnp.inf)
-    taps = _window_taps(padded, window, strides, y.shape[1:3])
+    taps = window_taps(padded, window, strides, y.shape[1:3])
     # Offset of each window's first maximum: the later taps are tried first so the earliest equal one
     # overwrites them.
     first = jnp.zeros(y.shape, jnp.int8)
