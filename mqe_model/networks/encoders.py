@@ -15,9 +15,17 @@ import jax.numpy as jnp
 from flax import traverse_util
 
 from mqe_model.networks.mlp import MLP
-from mqe_model.networks.pooling import max_pool, window_taps
 
 CONV_LOWERINGS = ("xla", "matmul")  # how an encoder computes its convolutions; make_encoder's ':matmul' suffix
+
+
+def window_taps(padded: jax.Array, window: tuple[int, int], strides: tuple[int, int],
+                out_hw: tuple[int, int]) -> list[jax.Array]:
+    """The element at each window offset (row-major) of every output position, each (N, oh, ow, C):
+    the strided slices of the padded NHWC input that a convolution's filter taps read."""
+    (wh, ww), (sh, sw), (oh, ow) = window, strides, out_hw
+    return [padded[:, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw]
+            for i in range(wh) for j in range(ww)]
 
 
 def conv_as_matmul(lhs: jax.Array, rhs: jax.Array, window_strides: Sequence[int], padding: Any,
@@ -94,7 +102,7 @@ class ImpalaEncoder(nn.Module):
         x = (x.astype(jnp.float32) / 255.0).astype(self.compute_dtype)
         for channels in self.stack_sizes:
             x = nn.Conv(channels, (3, 3), dtype=self.compute_dtype, conv_general_dilated=_conv_function(self.conv))(x)
-            x = max_pool(x, (3, 3), (2, 2), "SAME")
+            x = nn.max_pool(x, (3, 3), (2, 2), "SAME")
             for _ in range(self.num_blocks):
                 x = ImpalaResidualBlock(channels, self.conv, self.compute_dtype)(x)
         x = nn.relu(x.astype(jnp.float32))
@@ -154,7 +162,7 @@ class ResNetEncoder(nn.Module):
         x = nn.Conv(self.width, (7, 7), (2, 2), use_bias=False, dtype=self.compute_dtype,
                     conv_general_dilated=_conv_function(self.conv))(x)
         x = nn.relu(nn.GroupNorm(self.norm_groups, dtype=self.compute_dtype)(x))
-        x = max_pool(x, (3, 3), (2, 2), "SAME")
+        x = nn.max_pool(x, (3, 3), (2, 2), "SAME")
         for stage, blocks in enumerate(self.stage_sizes):
             for block in range(blocks):
                 strides = 2 if stage > 0 and block == 0 else 1
@@ -217,21 +225,22 @@ def make_encoder(name: str | None) -> nn.Module | None:
     if name is None:
         return None
     base, suffix, lowering = name.partition(":")
-    if suffix:
-        if lowering != "matmul":
-            raise ValueError(f"encoder '{name}': the only suffix is ':matmul' (convolutions as matmuls), "
-                             f"e.g. '{base}:matmul'")
-        return make_encoder(base).clone(conv=lowering)
+    if suffix and lowering != "matmul":
+        raise ValueError(f"encoder '{name}': the only suffix is ':matmul' (convolutions as matmuls), "
+                         f"e.g. '{base}:matmul'")
+    # One constructor call with the lowering: a module built inside a compact method (the Actor's
+    # encoder) binds to it there, where a clone of it would not.
     encoders = {
-        "impala_small": lambda: ImpalaEncoder(num_blocks=1),
-        "impala_small_bf16": lambda: ImpalaEncoder(num_blocks=1, compute_dtype=jnp.bfloat16),
-        "impala_tiny": lambda: ImpalaEncoder(stack_sizes=(8, 8), num_blocks=1, mlp_dims=(32,)),
-        "resnet34": lambda: ResNetEncoder(),
-        "resnet34_bf16": lambda: ResNetEncoder(compute_dtype=jnp.bfloat16),
-        "resnet_tiny": lambda: ResNetEncoder(stage_sizes=(1, 1), width=8, norm_groups=4),
-        "resnet_tiny_bf16": lambda: ResNetEncoder(stage_sizes=(1, 1), width=8, norm_groups=4,
-                                                  compute_dtype=jnp.bfloat16),
+        "impala_small": (ImpalaEncoder, dict(num_blocks=1)),
+        "impala_small_bf16": (ImpalaEncoder, dict(num_blocks=1, compute_dtype=jnp.bfloat16)),
+        "impala_tiny": (ImpalaEncoder, dict(stack_sizes=(8, 8), num_blocks=1, mlp_dims=(32,))),
+        "resnet34": (ResNetEncoder, {}),
+        "resnet34_bf16": (ResNetEncoder, dict(compute_dtype=jnp.bfloat16)),
+        "resnet_tiny": (ResNetEncoder, dict(stage_sizes=(1, 1), width=8, norm_groups=4)),
+        "resnet_tiny_bf16": (ResNetEncoder, dict(stage_sizes=(1, 1), width=8, norm_groups=4,
+                                                 compute_dtype=jnp.bfloat16)),
     }
-    if name not in encoders:
-        raise ValueError(f"unknown encoder '{name}'; choose one of {sorted(encoders)} or None")
-    return encoders[name]()
+    if base not in encoders:
+        raise ValueError(f"unknown encoder '{base}'; choose one of {sorted(encoders)} or None")
+    module, fields = encoders[base]
+    return module(**fields, conv=lowering or "xla")

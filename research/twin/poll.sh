@@ -1,5 +1,6 @@
 #!/bin/bash
 # Wait SECONDS, then each run's last metrics line (step, updates/s, losses).
+[ -d /tmp/w ] || { echo "no runs here: this machine is not the one run.sh started them on"; exit 1; }
 sleep ${1:-0}
 for a in $(for s in ${AGENTS:-mqe gcbc gciql}; do echo ${s%%:*}; done); do
   echo "$a: $(tail -1 /tmp/w/$a/metrics.jsonl 2>/dev/null | python3 -c "import json,sys; d=json.loads(sys.stdin.read() or '{}'); print({k: round(v, 4) if isinstance(v, float) else v for k, v in d.items() if k in ('step', 'perf/steps_per_s', 'critic/loss', 'actor/mse', 'actor/loss')})")"

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqe_model.networks.encoders import conv_as_matmul, make_encoder, twin_encoder
+from mqe_model.networks.mqe import Actor
 
 
 @settings(max_examples=12, deadline=None)
@@ -66,3 +67,12 @@ def test_the_twin_of_a_matmul_resnet_keeps_its_convolutions_as_matmuls():
 def test_bad_encoder_names_say_what_exists(name, match):
     with pytest.raises(ValueError, match=match):
         make_encoder(name)
+
+
+def test_a_matmul_encoder_built_inside_the_actor_binds_to_it():
+    # The Actor builds its encoder in a compact method: the ':matmul' lowering must reach that module.
+    actor = Actor("impala_tiny:matmul", (8,), 2)
+    images = jnp.zeros((2, 16, 16, 3), jnp.uint8)
+    params = actor.init(jax.random.PRNGKey(0), images, images)
+    assert actor.apply(params, images, images).shape == (2, 2)
+    assert "convolution(" not in jax.jit(actor.apply).lower(params, images, images).as_text()
