@@ -4,7 +4,8 @@
 # encoders' max pooling against flax's), then the agents started on that data side by side (they
 # outlive this call, not the machine: start the next call at once).
 #   [AGENTS="mqe gcbc:100000"] [SAVE_EVERY=10000] bash research/twin/run.sh EPISODES STEPS [CALL_SECONDS]
-# An agent given as name:steps stops there instead of at STEPS.
+# An agent given as name:steps stops there instead of at STEPS. A run moved here by mqe-transfer
+# (carried .moved/<agent>/, from poll.sh or collect.sh on an earlier machine) resumes from it.
 # Decision rule (fixed before the run): MQE trains with its convolutions as matmuls
 # (encoder=impala_small_bf16:matmul) only if that bare update is >= 1.10x the preset's in this call.
 source research/twin/setup.sh
@@ -28,6 +29,9 @@ done; tail -2 $W/datagen.log
 for spec in ${AGENTS:-mqe gcbc gciql}; do
   a=${spec%%:*} n=${spec#*:}; [ "$n" = "$spec" ] && n=$steps
   overrides=(); [ $a = mqe ] && [ -n "$mqe_set" ] && overrides=(--set $mqe_set)
+  if [ -f .moved/$a/manifest.json ]; then
+    python3 -m mqe_model.transfer unpack --parts .moved/$a --workdir $W/$a && overrides+=(--resume) || exit 1
+  fi
   XLA_PYTHON_CLIENT_MEM_FRACTION=0.3 setsid nohup python3 -m mqe_model.train --agent $a --preset sim \
     --data $W/data --workdir $W/$a --steps $n --seed 0 --image-size 64 --save-every ${SAVE_EVERY:-10000} \
     --log-every 5000 --no-progress "${overrides[@]}" > $W/$a.log 2>&1 < /dev/null &
