@@ -151,15 +151,21 @@ def resolve_step_dir(path: str | Path) -> Path:
     )
 
 
+def read_json(path: Path, written_by: str) -> Any:
+    """The JSON file at `path`, or a CheckpointError naming it: missing (not written by `written_by`)
+    or not valid JSON."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: missing; not a checkpoint written by {written_by}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{path}: not valid JSON ({e})") from None
+
+
 def read_metadata(step_dir: Path) -> dict[str, Any]:
     """The metadata item of a step directory, checked for the schema version and the key fields."""
     path = step_dir / METADATA_FILE
-    try:
-        metadata = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: missing; not a checkpoint written by mqe-train") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{path}: not valid JSON ({e})") from None
+    metadata = read_json(path, "mqe-train")
     if metadata.get("schema_version") != SCHEMA_VERSION:
         raise CheckpointError(
             f"{path}: schema_version {metadata.get('schema_version')!r}; this code reads {SCHEMA_VERSION}"

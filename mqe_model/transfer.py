@@ -123,12 +123,7 @@ def pack(cfg: Pack) -> dict[str, Any]:
 def read_manifest(parts_dir: Path) -> dict[str, Any]:
     """The manifest of a pack directory, checked for its format."""
     path = parts_dir / MANIFEST
-    try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: missing; not a directory written by mqe-transfer pack") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{path}: not valid JSON ({e})") from None
+    manifest = checkpoints.read_json(path, "mqe-transfer pack")
     if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
         raise CheckpointError(f"{path}: format {manifest.get('format')!r} version {manifest.get('version')!r}; "
                               f"this code reads {FORMAT!r} version {VERSION}")

@@ -92,4 +92,4 @@ def test_packing_into_a_used_directory_and_unpacking_behind_later_steps_are_refu
     assert transfer.main(["unpack", "--parts", str(parts), "--workdir", str(later)]) == 2
     assert "later step(s) [60]" in capsys.readouterr().err
     assert transfer.main(["unpack", "--parts", str(tmp_path), "--workdir", str(later)]) == 2
-    assert "not a directory written by mqe-transfer pack" in capsys.readouterr().err
+    assert "not a checkpoint written by mqe-transfer pack" in capsys.readouterr().err
