@@ -3,11 +3,10 @@
 # exports and the metrics, each file under 16 MiB.
 source research/twin/setup.sh
 pkill -f mqe_model.train; sleep 5
-for a in $(for s in ${AGENTS:-mqe gcbc gciql}; do echo ${s%%:*}; done); do
+for a in $(agent_names); do
   python3 -m mqe_model.export --checkpoint /tmp/w/$a --out /tmp/w/export/$a --overwrite 2>&1 | tail -1
-  [ $a = mqe ] && python3 -m mqe_model.transfer pack --checkpoint /tmp/w/$a --out $OUT/$a-state \
-    --optimizer-dtype bfloat16 2>&1 | tail -1
+  [ $a = mqe ] && pack_state $a
   tar czf $OUT/$a.tgz -C /tmp/w/export $a -C /tmp/w/$a metrics.jsonl
 done
-tar czf $OUT/logs.tgz -C /tmp/w $(for s in ${AGENTS:-mqe gcbc gciql}; do echo ${s%%:*}.log; done) datagen.log
+tar czf $OUT/logs.tgz -C /tmp/w $(agent_names | sed 's/$/.log/') datagen.log
 ls -la $OUT

@@ -5,11 +5,9 @@
 [ -d /tmp/w ] || { echo "no runs here: this machine is not the one run.sh started them on"; exit 1; }
 source research/twin/setup.sh
 sleep ${1:-0}
-for a in $(for s in ${AGENTS:-mqe gcbc gciql}; do echo ${s%%:*}; done); do
+for a in $(agent_names); do
   echo "$a: $(tail -1 /tmp/w/$a/metrics.jsonl 2>/dev/null | python3 -c "import json,sys; d=json.loads(sys.stdin.read() or '{}'); print({k: round(v, 4) if isinstance(v, float) else v for k, v in d.items() if k in ('step', 'perf/steps_per_s', 'critic/loss', 'actor/mse', 'actor/loss')})")"
   grep -i "error\|Traceback" /tmp/w/$a.log | tail -2
 done
 nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
-for a in $PACK; do
-  python3 -m mqe_model.transfer pack --checkpoint /tmp/w/$a --out $OUT/$a-state --optimizer-dtype bfloat16 2>&1 | tail -1
-done
+for a in $PACK; do pack_state $a; done

@@ -1,8 +1,8 @@
 #!/bin/bash
 # One call: twin data generated in the background while the sim preset's training speed is measured
-# (bf16 against its float32 encoder, bare update and full loop; its convolutions as matmuls; the
-# encoders' max pooling against flax's), then the agents started on that data side by side (they
-# outlive this call, not the machine: start the next call at once).
+# (bf16 against its float32 encoder, bare update and full loop; its convolutions as matmuls), then
+# the agents started on that data side by side (they outlive this call, not the machine: start the
+# next call at once).
 #   [AGENTS="mqe gcbc:100000"] [SAVE_EVERY=10000] bash research/twin/run.sh EPISODES STEPS [CALL_SECONDS]
 # An agent given as name:steps stops there instead of at STEPS. A run moved here by mqe-transfer
 # (carried .moved/<agent>/, from poll.sh or collect.sh on an earlier machine) resumes from it.
@@ -22,7 +22,6 @@ $bench --bare-only --baseline encoder=impala_small_bf16:matmul --json $OUT/throu
 mqe_set=$(python3 -c "import json; x = json.load(open('$OUT/throughput_matmul.json'))['bare update: x vs baseline']
 print('encoder=impala_small_bf16:matmul' if 1 / x >= 1.10 else '')" 2>/dev/null)
 echo "MQE overrides: ${mqe_set:-none}"
-python3 -m benchmarks.max_pool 2>&1 | grep -v -i "warn\|^ *$"
 while [ ! -f $W/data.done ]; do  # no data, no training: stop the call here
   [ -f $W/data.failed ] && { echo "datagen failed:"; tail -5 $W/datagen.log; exit 1; }; sleep 2
 done; tail -2 $W/datagen.log
