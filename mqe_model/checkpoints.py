@@ -94,7 +94,12 @@ def join_agent(template: Any, params: Any, train_state: dict[str, Any]) -> Any:
 
 def save(manager: ocp.CheckpointManager, step: int, agent: Any, metadata: dict[str, Any]) -> None:
     """Start saving `agent` at `step` (asynchronous; `manager.wait_until_finished()` to block)."""
-    params, train_state = split_agent(agent)
+    save_items(manager, step, *split_agent(agent), metadata)
+
+
+def save_items(manager: ocp.CheckpointManager, step: int, params: Any, train_state: dict[str, Any],
+               metadata: dict[str, Any]) -> None:
+    """Start saving the three items of a step directory, as `split_agent` gives the first two."""
     manager.save(
         step,
         args=ocp.args.Composite(

@@ -38,8 +38,6 @@ from mqe_model import checkpoints
 from mqe_model.checkpoints import CheckpointError
 from mqe_model.cli_logging import setup_logging
 
-logger = logging.getLogger(__name__)
-
 FORMAT = "mqe-transfer"
 VERSION = 1
 MANIFEST = "manifest.json"
@@ -73,14 +71,12 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _map_floats(tree: Any, fn) -> Any:
-    return jax.tree_util.tree_map(
-        lambda x: fn(x) if isinstance(x, np.ndarray) and jnp.issubdtype(x.dtype, jnp.floating) else x, tree)
-
-
 def _moments(train_state: dict[str, Any], fn) -> dict[str, Any]:
     """`train_state` with `fn` applied to the floating arrays of its optimizer state."""
-    return {**train_state, "opt_state": _map_floats(train_state["opt_state"], fn)}
+    def floats(x: Any) -> Any:
+        return fn(x) if isinstance(x, np.ndarray) and jnp.issubdtype(x.dtype, jnp.floating) else x
+
+    return {**train_state, "opt_state": jax.tree_util.tree_map(floats, train_state["opt_state"])}
 
 
 def _read_item(step_dir: Path, item: str) -> Any:
@@ -166,11 +162,7 @@ def unpack(cfg: Unpack) -> Path:
             raise CheckpointError(f"{dest}: already exists; pass --overwrite to replace it")
         shutil.rmtree(dest)
     manager = checkpoints.make_manager(root, asynchronous=False)
-    manager.save(step, args=ocp.args.Composite(
-        params=ocp.args.StandardSave(state["params"]),
-        train_state=ocp.args.StandardSave(train_state),
-        metadata=ocp.args.JsonSave(manifest["metadata"]),
-    ), force=True)
+    checkpoints.save_items(manager, step, state["params"], train_state, manifest["metadata"])
     manager.wait_until_finished()
     manager.close()
     metrics = cfg.parts / METRICS

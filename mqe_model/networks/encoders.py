@@ -102,7 +102,7 @@ class ImpalaEncoder(nn.Module):
         x = (x.astype(jnp.float32) / 255.0).astype(self.compute_dtype)
         for channels in self.stack_sizes:
             x = nn.Conv(channels, (3, 3), dtype=self.compute_dtype, conv_general_dilated=_conv_function(self.conv))(x)
-            x = nn.max_pool(x, (3, 3), (2, 2), "SAME")
+            x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
             for _ in range(self.num_blocks):
                 x = ImpalaResidualBlock(channels, self.conv, self.compute_dtype)(x)
         x = nn.relu(x.astype(jnp.float32))
@@ -162,7 +162,7 @@ class ResNetEncoder(nn.Module):
         x = nn.Conv(self.width, (7, 7), (2, 2), use_bias=False, dtype=self.compute_dtype,
                     conv_general_dilated=_conv_function(self.conv))(x)
         x = nn.relu(nn.GroupNorm(self.norm_groups, dtype=self.compute_dtype)(x))
-        x = nn.max_pool(x, (3, 3), (2, 2), "SAME")
+        x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
         for stage, blocks in enumerate(self.stage_sizes):
             for block in range(blocks):
                 strides = 2 if stage > 0 and block == 0 else 1
