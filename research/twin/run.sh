@@ -1,13 +1,14 @@
 #!/bin/bash
 # One call: twin data generated in the background while the sim preset's training speed is measured
-# (bf16 against its float32 encoder, bare update and full loop; its convolutions as matmuls), then
+# (bf16 against its float32 encoder, bare update and full loop), then
 # the agents started on that data side by side (they outlive this call, not the machine: start the
 # next call at once).
-#   [AGENTS="mqe gcbc:100000"] [SAVE_EVERY=10000] bash research/twin/run.sh EPISODES STEPS [CALL_SECONDS]
-# An agent given as name:steps stops there instead of at STEPS. A run moved here by mqe-transfer
+#   [AGENTS="mqe gcbc:100000"] [SAVE_EVERY=10000] [KEEP=3] [MQE_SET="key=value ..."] \
+#     bash research/twin/run.sh EPISODES STEPS [CALL_SECONDS]
+# An agent given as name:steps stops there instead of at STEPS. MQE_SET: config overrides of the MQE
+# run (research/README.md, twin); KEEP: checkpoints each run keeps (collect.sh STEPS exports them).
+# A run moved here by mqe-transfer
 # (carried .moved/<agent>/, from poll.sh or collect.sh on an earlier machine) resumes from it.
-# Decision rule (fixed before the run): MQE trains with its convolutions as matmuls
-# (encoder=impala_small_bf16:matmul) only if that bare update is >= 1.10x the preset's in this call.
 source research/twin/setup.sh
 episodes=$1 steps=$2 call_s=${3:-560} W=/tmp/w
 mkdir -p $W; t0=$(date +%s)
@@ -17,22 +18,17 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; nproc
  echo "data: $(( $(date +%s) - t0 )) s" >> $W/datagen.log) &
 bench="python3 -m benchmarks.train_throughput --preset sim --image-size 64"
 $bench --baseline encoder=impala_small --profile 12 --json $OUT/throughput.json 2>&1 | grep -v -i "warn\|^ *$"
-$bench --bare-only --baseline encoder=impala_small_bf16:matmul --json $OUT/throughput_matmul.json 2>&1 \
-  | grep -v -i "warn\|^ *$"
-mqe_set=$(python3 -c "import json; x = json.load(open('$OUT/throughput_matmul.json'))['bare update: x vs baseline']
-print('encoder=impala_small_bf16:matmul' if 1 / x >= 1.10 else '')" 2>/dev/null)
-echo "MQE overrides: ${mqe_set:-none}"
 while [ ! -f $W/data.done ]; do  # no data, no training: stop the call here
   [ -f $W/data.failed ] && { echo "datagen failed:"; tail -5 $W/datagen.log; exit 1; }; sleep 2
 done; tail -2 $W/datagen.log
 for spec in ${AGENTS:-mqe gcbc gciql}; do
   a=${spec%%:*} n=${spec#*:}; [ "$n" = "$spec" ] && n=$steps
-  overrides=(); [ $a = mqe ] && [ -n "$mqe_set" ] && overrides=(--set $mqe_set)
+  overrides=(); [ $a = mqe ] && [ -n "$MQE_SET" ] && overrides=(--set $MQE_SET)
   if [ -f .moved/$a/manifest.json ]; then
     python3 -m mqe_model.transfer unpack --parts .moved/$a --workdir $W/$a && overrides+=(--resume) || exit 1
   fi
   XLA_PYTHON_CLIENT_MEM_FRACTION=0.3 setsid nohup python3 -m mqe_model.train --agent $a --preset sim \
     --data $W/data --workdir $W/$a --steps $n --seed 0 --image-size 64 --save-every ${SAVE_EVERY:-10000} \
-    --log-every 5000 --no-progress "${overrides[@]}" > $W/$a.log 2>&1 < /dev/null &
+    --keep ${KEEP:-3} --log-every 5000 --no-progress "${overrides[@]}" > $W/$a.log 2>&1 < /dev/null &
 done
 sleep $(( call_s - ($(date +%s) - t0) )); bash research/twin/poll.sh 0
