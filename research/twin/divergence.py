@@ -32,6 +32,7 @@ import tyro
 
 LENGTH = 36  # steps per episode, about the twin's primitive episodes
 SCENE_DIM = 4  # dimensions of the per-episode scene vector
+GAMMA = 0.98  # the `sim` preset's discount
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +71,7 @@ def train(args: Args, name: str, data: Path, overrides: list[str]) -> list[dict]
         [sys.executable, "-m", "mqe_model.train", "--agent", "mqe", "--preset", "tiny", "--data", str(data),
          "--workdir", str(workdir), "--steps", str(args.steps), "--seed", "0", "--log-every",
          str(args.log_every), "--save-every", str(args.steps), "--no-progress", "--overwrite",
-         "--set", "gamma=0.98", "p_next=0.1", *overrides],
+         "--set", f"gamma={GAMMA}", "p_next=0.1", *overrides],
         check=True, stdout=subprocess.DEVNULL)
     return [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
 
@@ -87,7 +88,7 @@ def main(args: Args) -> None:
     }
     print("| run | step | all-pairs d (steps) | positive d (steps) | goal spread (sq) |")
     print("| --- | --- | --- | --- | --- |")
-    scale = -np.log(0.98)
+    scale = -np.log(GAMMA)
     growth = {}
     for name, lines in runs.items():
         for line in lines:
