@@ -55,7 +55,6 @@ class Config:
     actor_p_random_goal: float = 0.0  # chance an actor goal is a random state, not a future one (OGBench stitch: 0.5)
     zeta: float = 1.0  # weight of the action-invariance loss
     linex_clip: float = 5.0  # above this delta the LINEX backup uses its linear branch
-    max_target_steps: float | None = None  # steps, cap on the backup's target d(s^w, g) + k' (None: no cap); research/README.md, twin
     diag_weight: float = 0.5  # weight of the positive (diagonal) pairs in the backup mean
     actor_std: float = 1.0  # constant standard deviation of the Gaussian policy
     encoder: str | None = None  # image encoder ('impala_small', 'resnet34', ...) or None for states
@@ -78,13 +77,6 @@ class Config:
         if self.batch_size < 2:
             raise ValueError("batch_size must be >= 2: the backup contrasts pairs within a batch")
         check_probability("actor_p_random_goal", self.actor_p_random_goal)
-        if self.max_target_steps is not None and self.max_target_steps <= 0:
-            raise ValueError(f"max_target_steps must be > 0 steps or None, got {self.max_target_steps}")
-
-    @property
-    def max_target(self) -> float | None:
-        """`max_target_steps` in distance units (None: no cap)."""
-        return None if self.max_target_steps is None else self.max_target_steps * self.step_scale
 
     @property
     def step_scale(self) -> float:
@@ -99,7 +91,7 @@ REMOVED_FIELDS: dict[str, Any] = {
     "actor_layer_norm": True, "max_waypoint_offset": 0, "max_goal_offset": 0,
     "actor_bc_on_random_goals": True, "actor_heads": "nearest", "actor_goal_pairs": "own",
     "actor_goal_samples": ANY_VALUE, "invariance_form": "exp", "invariance_moves": "both",
-    "invariance_actions": 1,
+    "invariance_actions": 1, "max_target_steps": None,
 }
 
 
@@ -123,22 +115,16 @@ def backup_loss(
     gamma: float,
     clip: float = 5.0,
     diag_weight: float = 0.5,
-    max_target: float | None = None,
 ) -> jax.Array:
     """Multistep LINEX backup over all pairs.
 
     dist, dist_w: (E, B, B) distances d((s_i, a_i), g_j) and d(s^w_i, g_j); k: (B,) waypoint offsets.
     Per pair, delta = dist - stop_grad(dist_w); loss gamma^{k_i} exp(delta) - dist, or delta where
     delta > clip. Returns (1 - diag_weight) * mean(all pairs) + diag_weight * mean(diagonal).
-    Its fixed point is dist = dist_w - k log(gamma); `max_target` (distance units) caps that target
-    by lowering dist_w where it would pass the cap, so a goal no data reaches gets a finite distance.
+    Its fixed point is dist = dist_w - k log(gamma).
     """
-    discount_steps = k.astype(dist.dtype)[None, :, None]
-    target_w = jax.lax.stop_gradient(dist_w)
-    if max_target is not None:
-        target_w = jnp.minimum(target_w, max_target + discount_steps * math.log(gamma))
-    delta = dist - target_w
-    discount = jnp.power(gamma, discount_steps)
+    delta = dist - jax.lax.stop_gradient(dist_w)
+    discount = jnp.power(gamma, k.astype(dist.dtype))[None, :, None]
     # exp of the clipped delta keeps the unused branch finite, so gradients stay finite too.
     linex = discount * jnp.exp(jnp.minimum(delta, clip)) - dist
     per_pair = jnp.where(delta > clip, delta, linex)
@@ -188,8 +174,7 @@ def critic_loss(
     dist = pairwise(phi, psi_g, num_components=config.num_components)
     dist_w = pairwise(psi_w, psi_g, num_components=config.num_components)
     backup = backup_loss(
-        dist, dist_w, batch["waypoint_offsets"], config.gamma, config.linex_clip, config.diag_weight,
-        config.max_target,
+        dist, dist_w, batch["waypoint_offsets"], config.gamma, config.linex_clip, config.diag_weight
     )
     d_inv = mrn_distance(psi_s, phi, config.num_components)
     invariance = invariance_loss(d_inv)

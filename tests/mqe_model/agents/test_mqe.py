@@ -80,37 +80,6 @@ def test_backup_fixed_point_is_waypoint_plus_k_steps():
     assert abs(float(grad)) < 1e-5
 
 
-def test_a_cap_above_every_target_changes_nothing():
-    gamma = 0.9
-    uncapped = backup_loss(jnp.array([DIST]), jnp.array([DIST_W]), jnp.array(K), gamma)
-    # The largest target here is 1.0 - 2 log(0.9) = 1.21: a cap of 1.25 never binds.
-    capped = backup_loss(jnp.array([DIST]), jnp.array([DIST_W]), jnp.array(K), gamma, max_target=1.25)
-    assert float(capped) == float(uncapped)
-
-
-def test_a_capped_target_is_the_fixed_point_whatever_the_waypoint_distance():
-    # A goal no trajectory reaches: the waypoint's distance keeps growing, the target stays at the cap.
-    gamma, k, cap = 0.98, 2, 4.0
-    def grad(d: float, dist_w: float) -> float:
-        return float(jax.grad(lambda x: backup_loss(
-            x.reshape(1, 1, 1), jnp.full((1, 1, 1), dist_w), jnp.array([k]), gamma, max_target=cap
-        ))(jnp.array(d)))
-
-    for dist_w in (3.99, 50.0, 1e4):
-        assert abs(grad(cap, dist_w)) < 1e-5
-    # Below the cap the backup pulls the distance up to it, above the cap down to it.
-    assert grad(cap - 1.0, 50.0) < 0 < grad(cap + 1.0, 50.0)
-
-
-def test_max_target_steps_is_in_steps_and_must_be_positive():
-    config = mqe.get_config("sim")
-    capped = dataclasses.replace(config, max_target_steps=200.0)
-    assert capped.max_target == pytest.approx(200.0 * -math.log(0.98))
-    assert config.max_target is None
-    with pytest.raises(ValueError, match="max_target_steps must be > 0"):
-        dataclasses.replace(config, max_target_steps=0.0)
-
-
 def test_invariance_loss_by_hand():
     d = jnp.array([0.0, math.log(2.0)])  # (e^0 - 1)^2 = 0, (1/2 - 1)^2 = 1/4
     assert float(invariance_loss(d)) == pytest.approx(0.125, rel=1e-6)
