@@ -62,13 +62,13 @@ def make_dataset(path: Path, episodes: int, connected: bool, seed: int = 0) -> P
     return path
 
 
-def train(args: Args, name: str, data: Path, overrides: list[str]) -> list[dict]:
+def train(args: Args, name: str, data: Path) -> list[dict]:
     workdir = args.out / name
     subprocess.run(
         [sys.executable, "-m", "mqe_model.train", "--agent", "mqe", "--preset", "tiny", "--data", str(data),
          "--workdir", str(workdir), "--steps", str(args.steps), "--seed", "0", "--log-every",
          str(args.log_every), "--save-every", str(args.steps), "--no-progress", "--overwrite",
-         "--set", f"gamma={GAMMA}", "p_next=0.1", *overrides],
+         "--set", f"gamma={GAMMA}", "p_next=0.1"],
         check=True, stdout=subprocess.DEVNULL)
     return [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
 
@@ -78,8 +78,8 @@ def main(args: Args) -> None:
     disconnected = make_dataset(args.out / "disconnected.npz", args.episodes, connected=False)
     connected = make_dataset(args.out / "connected.npz", args.episodes, connected=True)
     runs = {
-        "disconnected": train(args, "disconnected", disconnected, []),
-        "connected": train(args, "connected", connected, []),
+        "disconnected": train(args, "disconnected", disconnected),
+        "connected": train(args, "connected", connected),
     }
     print("| run | step | all-pairs d (steps) | positive d (steps) | goal spread (sq) |")
     print("| --- | --- | --- | --- | --- |")
