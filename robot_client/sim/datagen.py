@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 PRIMITIVES = ("pnp_plate", "open_drawer", "pnp_drawer")  # same names as demos.PRIMITIVES
 PROPRIO_NAMES = ("x", "y", "z", "roll", "pitch", "yaw", "gripper")
-GENERATOR_VERSION = 2  # 2: plate scenes may start with other objects already in plate slots
+GENERATOR_VERSION = 3  # 2: plate scenes may start part-way through a plate task; 3: episodes end at the reset pose
 
 
 @dataclasses.dataclass(frozen=True)

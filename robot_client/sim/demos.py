@@ -109,6 +109,12 @@ def _place(place_xy: np.ndarray, release_z: float, yaw: float) -> list[Waypoint]
     ]
 
 
+def _home() -> list[Waypoint]:
+    # every primitive ends where it began, so that its last frame shows the scene as a goal image
+    # does (arm at the reset pose, gripper open) and one episode's end is another's start
+    return [Waypoint(safety.RESET_XYZ.copy(), 0.0, 1.0, tol=0.006)]
+
+
 def plan(
     env: WidowXSimEnv,
     primitive: str,
@@ -116,8 +122,19 @@ def plan(
     rng: np.random.Generator,
     place_xy: np.ndarray | None = None,
 ) -> list[Waypoint]:
-    """Waypoints of a primitive in the current scene (object `index` where it applies); a plate
-    pick-and-place sets the object down at `place_xy`, or near the plate centre when None."""
+    """Waypoints of a primitive in the current scene (object `index` where it applies), ending at
+    the reset pose; a plate pick-and-place sets the object down at `place_xy`, or near the plate
+    centre when None."""
+    return _motion(env, primitive, index, rng, place_xy) + _home()
+
+
+def _motion(
+    env: WidowXSimEnv,
+    primitive: str,
+    index: int,
+    rng: np.random.Generator,
+    place_xy: np.ndarray | None,
+) -> list[Waypoint]:
     lay = env.layout
     if primitive == "pnp_plate":
         spec = L.OBJECTS[index]

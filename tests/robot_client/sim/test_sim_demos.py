@@ -45,6 +45,18 @@ def test_recorded_episode_is_consistent(env):
     np.testing.assert_array_equal(ep.actions[-1, :6], 0.0)  # the final step holds still
 
 
+@pytest.mark.parametrize("primitive", demos.PRIMITIVES)
+def test_episode_ends_as_a_goal_image_shows_the_arm(blind_env, primitive):
+    """The last frame has the arm back at the reset pose, gripper open, as the twin's goal images."""
+    from robot_client import safety
+
+    index, rng, place_xy = demos.reset_for(blind_env, primitive, 5)
+    episode = demos.run_primitive(blind_env, primitive, index, rng, noise=0.1, record=False, place_xy=place_xy)
+    assert episode.success
+    assert np.linalg.norm(blind_env.ee_pose()[:3, 3] - safety.RESET_XYZ) < 0.006
+    assert blind_env.gripper_command == 1.0 and blind_env.gripper_opening() > 0.9
+
+
 @pytest.mark.parametrize("task", ["double_pnp", "triple_pnp", "open_drawer_place"])
 @pytest.mark.parametrize("seed", [0, 3])
 def test_chained_primitives_earn_full_points(task, seed):
