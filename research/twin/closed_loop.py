@@ -116,14 +116,12 @@ def main(cfg: ClosedLoopConfig) -> int:
               f"(got tasks {', '.join(unknown) or 'ok'}, seeds {cfg.seeds}, max steps {cfg.max_steps})",
               file=sys.stderr)
         return 2
-    from mqe_model.checkpoints import CheckpointError
-    from mqe_model.policy import load_policy
+    from distances import load_policy_or_none  # research/twin/, beside this script
+
     from robot_client.sim import WidowXSimEnv
 
-    try:
-        policy = load_policy(cfg.policy)
-    except (CheckpointError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    policy = load_policy_or_none(cfg.policy)
+    if policy is None:
         return 2
     actor = Actor(policy)
     trials, forced = [], []

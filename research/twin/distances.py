@@ -95,6 +95,18 @@ def summarize(traces: list[dict]) -> dict[str, dict]:
     return out
 
 
+def load_policy_or_none(path: Path):
+    """The policy at `path`, or None after one line on stderr saying why it cannot be loaded."""
+    from mqe_model.checkpoints import CheckpointError
+    from mqe_model.policy import load_policy
+
+    try:
+        return load_policy(path)
+    except (CheckpointError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return None
+
+
 def main(cfg: DistancesConfig) -> int:
     unknown = sorted(set(cfg.tasks) - set(TASKS))
     if unknown or cfg.seeds < 1:
@@ -103,14 +115,10 @@ def main(cfg: DistancesConfig) -> int:
         return 2
     import jax
 
-    from mqe_model.checkpoints import CheckpointError
-    from mqe_model.policy import load_policy
     from robot_client.sim import WidowXSimEnv
 
-    try:
-        policy = load_policy(cfg.policy)
-    except (CheckpointError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    policy = load_policy_or_none(cfg.policy)
+    if policy is None:
         return 2
     if policy.agent_name != "mqe":
         print(f"error: {cfg.policy} holds a {policy.agent_name} policy; the distance needs an MQE critic",
