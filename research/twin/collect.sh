@@ -8,11 +8,7 @@ for a in $(agent_names); do
   python3 -m mqe_model.export --checkpoint /tmp/w/$a --out /tmp/w/export/$a --overwrite 2>&1 | tail -1
   [ $a = mqe ] && pack_state $a
   tar czf $OUT/$a.tgz -C /tmp/w/export $a -C /tmp/w/$a metrics.jsonl
-  for step in $STEPS; do
-    [ -d /tmp/w/$a/checkpoints/$step ] || { echo "$a: step $step not kept"; continue; }
-    python3 -m mqe_model.export --checkpoint /tmp/w/$a/checkpoints/$step --out /tmp/w/export/$a-$step \
-      --overwrite 2>&1 | tail -1 && tar czf $OUT/$a-$step.tgz -C /tmp/w/export $a-$step
-  done
+  for step in $STEPS; do export_step $a $step; done
 done
 tar czf $OUT/logs.tgz -C /tmp/w $(agent_names | sed 's/$/.log/') datagen.log
 ls -la $OUT

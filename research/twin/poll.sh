@@ -1,7 +1,8 @@
 #!/bin/bash
 # Wait SECONDS, then each run's last metrics line (step, updates/s, losses, critic distances); with PACK="mqe ...",
 # those runs' latest checkpoints packed into $OUT/<agent>-state (mqe-transfer, bf16 moments) to resume
-# from on another machine if this one is lost.
+# from on another machine if this one is lost; with STEPS="20000 ...", those kept checkpoints of each
+# run exported into $OUT/<agent>-<step>.tgz while the runs go on (a lost machine still leaves them).
 [ -d /tmp/w ] || { echo "no runs here: this machine is not the one run.sh started them on"; exit 1; }
 source research/twin/setup.sh
 sleep ${1:-0}
@@ -11,3 +12,4 @@ for a in $(agent_names); do
 done
 nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
 for a in $PACK; do pack_state $a; done
+for a in $(agent_names); do for step in $STEPS; do export_step $a $step; done; done
