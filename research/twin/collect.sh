@@ -6,7 +6,7 @@ source research/twin/setup.sh
 pkill -f mqe_model.train; sleep 5
 for a in $(agent_names); do
   python3 -m mqe_model.export --checkpoint /tmp/w/$a --out /tmp/w/export/$a --overwrite 2>&1 | tail -1
-  [ $a = mqe ] && pack_state $a
+  [ ${a%%_*} = mqe ] && pack_state $a
   tar czf $OUT/$a.tgz -C /tmp/w/export $a -C /tmp/w/$a metrics.jsonl
   for step in $STEPS; do export_step $a $step; done
 done

@@ -3,10 +3,11 @@
 # (bf16 against its float32 encoder, bare update and full loop), then
 # the agents started on that data side by side (they outlive this call, not the machine: start the
 # next call at once).
-#   [AGENTS="mqe gcbc:100000"] [SAVE_EVERY=10000] [KEEP=3] [MQE_SET="key=value ..."] \
+#   [AGENTS="mqe mqe_f32 gcbc:100000"] [SET_mqe_f32="key=value ..."] [SAVE_EVERY=10000] [KEEP=3] \
 #     bash research/twin/run.sh EPISODES STEPS [CALL_SECONDS]
-# An agent given as name:steps stops there instead of at STEPS. MQE_SET: config overrides of the MQE
-# run (research/README.md, twin); KEEP: checkpoints each run keeps (collect.sh STEPS exports them).
+# Each run is named AGENT or AGENT_VARIANT (its workdir /tmp/w/NAME); one given as NAME:steps stops
+# there instead of at STEPS. SET_<NAME>: that run's config overrides (research/README.md, twin);
+# KEEP: checkpoints each run keeps (poll.sh and collect.sh STEPS export them).
 # A run moved here by mqe-transfer
 # (carried .moved/<agent>/, from poll.sh or collect.sh on an earlier machine) resumes from it.
 source research/twin/setup.sh
@@ -23,11 +24,11 @@ while [ ! -f $W/data.done ]; do  # no data, no training: stop the call here
 done; tail -2 $W/datagen.log
 for spec in ${AGENTS:-mqe gcbc gciql}; do
   a=${spec%%:*} n=${spec#*:}; [ "$n" = "$spec" ] && n=$steps
-  overrides=(); [ $a = mqe ] && [ -n "$MQE_SET" ] && overrides=(--set $MQE_SET)
+  set_var=SET_$a; overrides=(); [ -n "${!set_var}" ] && overrides=(--set ${!set_var})
   if [ -f .moved/$a/manifest.json ]; then
     python3 -m mqe_model.transfer unpack --parts .moved/$a --workdir $W/$a && overrides+=(--resume) || exit 1
   fi
-  XLA_PYTHON_CLIENT_MEM_FRACTION=0.3 setsid nohup python3 -m mqe_model.train --agent $a --preset sim \
+  XLA_PYTHON_CLIENT_MEM_FRACTION=0.3 setsid nohup python3 -m mqe_model.train --agent ${a%%_*} --preset sim \
     --data $W/data --workdir $W/$a --steps $n --seed 0 --image-size 64 --save-every ${SAVE_EVERY:-10000} \
     --keep ${KEEP:-3} --log-every 5000 --no-progress "${overrides[@]}" > $W/$a.log 2>&1 < /dev/null &
 done
