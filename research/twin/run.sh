@@ -9,7 +9,7 @@
 # there instead of at STEPS. SET_<NAME>: that run's config overrides (research/README.md, twin);
 # KEEP: checkpoints each run keeps (poll.sh and collect.sh STEPS export them).
 # A run moved here by mqe-transfer
-# (carried .moved/<agent>/, from poll.sh or collect.sh on an earlier machine) resumes from it.
+# (carried .moved/<name>/, from poll.sh or collect.sh on an earlier machine) resumes from it.
 source research/twin/setup.sh
 episodes=$1 steps=$2 call_s=${3:-560} W=/tmp/w
 mkdir -p $W; t0=$(date +%s)
